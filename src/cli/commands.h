@@ -12,5 +12,6 @@ namespace strata::cli {
 using CommandMain = std::function<int()>;
 
 CommandMain add_inspect_command(CLI::App& app);
+CommandMain add_devices_command(CLI::App& app);
 
 }  // namespace strata::cli

@@ -16,6 +16,7 @@ struct CommandEntry {
 
 constexpr CommandEntry kCommands[] = {
     {"inspect", strata::cli::add_inspect_command},
+    {"devices", strata::cli::add_devices_command},
 };
 
 }  // namespace
