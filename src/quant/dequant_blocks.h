@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "strata/quant/scalar.h"
+#include "strata/quant/types.h"
 
 namespace strata::quant::detail {
 
@@ -25,6 +26,9 @@ inline void put_le16(uint8_t* p, uint16_t v) {
 }
 
 using BlockDequantFn = void (*)(const uint8_t* block, float* y);
+
+// dequant.cpp: the dispatch; nullptr for a type without a dequantizer.
+BlockDequantFn block_dequantizer(Type type);
 
 // F32, F16 and BF16 (one element per "block") live in dequant.cpp beside the dispatch.
 
@@ -63,7 +67,7 @@ void dequant_nvfp4(const uint8_t* b, float* y);
 void dequant_tq1_0(const uint8_t* b, float* y);
 void dequant_tq2_0(const uint8_t* b, float* y);
 
-// The scale decodings of §3 that only FP4 uses; exposed here for fill_random_blocks' checks.
+// The scale decodings of §3 that only FP4 uses; random_blocks.cpp picks NVFP4 scales with them.
 float e8m0_half(uint8_t e);
 float ue4m3_half(uint8_t x);
 
