@@ -32,7 +32,7 @@ import json
 import math
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -294,12 +294,15 @@ class Checkpoint:
         with self._open(path, framework="pt") as st:
             return st.get_tensor(raw)
 
-    def load(self, name: str) -> np.ndarray:
-        """A float tensor as float32 numpy."""
+    def check_float(self, name: str) -> None:
         dtype = self._meta[self.require(name)][0]
         if dtype not in SAFETENSORS_FLOAT_DTYPES:
             raise ConvertError(f"checkpoint: tensor {name} is stored as {dtype}; only F32/F16/BF16 checkpoints "
                                "are supported (convert FP8/NVFP4 releases from the BF16 weights)")
+
+    def load(self, name: str) -> np.ndarray:
+        """A float tensor as float32 numpy."""
+        self.check_float(name)
         import torch
 
         return self._tensor(name).to(torch.float32).numpy()
@@ -358,6 +361,7 @@ class Planner:
     # --- helpers ------------------------------------------------------------------------------------------
 
     def expect(self, name: str, shape: Sequence[int]) -> str:
+        self.ckpt.check_float(name)
         got = self.ckpt.shape(name)
         if tuple(got) != tuple(shape):
             raise ConvertError(f"checkpoint: tensor {name} has shape {list(got)}, expected {list(shape)}")
@@ -437,7 +441,11 @@ class Planner:
             return np.concatenate([arr[:2 * key_dim], v_rows(arr[2 * key_dim:], dv)], axis=0)
 
         def a_from_log(arr):
-            return v_rows(-np.exp(arr.astype(np.float64)).astype(np.float32).reshape(n_v, 1), 1).reshape(n_v)
+            # float32 exp through torch: the very value transformers computes (-A_log.float().exp())
+            import torch
+
+            a = (-torch.exp(torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32)))).numpy()
+            return v_rows(a.reshape(n_v, 1), 1).reshape(n_v)
 
         self.copy(f"{blk}.attn_qkv.weight", f"{src}.in_proj_qkv.weight", (conv_dim, H), transform=qkv)
         self.copy(f"{blk}.attn_gate.weight", f"{src}.in_proj_z.weight", (value_dim, H),
@@ -888,17 +896,22 @@ def convert(model_dir: str | Path, outfile: str | Path, outtype: str = "f16", *,
 
     outfile.parent.mkdir(parents=True, exist_ok=True)
     w = gguf.GGUFWriter(outfile, ARCH)
-    add_model_metadata(w, cfg, ftype, name or model_dir.name, ple, ple_row)
-    if not add_tokenizer(w, model_dir, int(cfg["vocab_size"])) and verbose:
-        print(f"note: {model_dir} has no tokenizer.json; no tokenizer keys written", file=sys.stderr)
-    types = [tensor_info(w, t, qtype, overrides) for t in planned]
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    for t, type_id in zip(planned, types):
-        if verbose:
-            print(f"{t.name:48s} {list(reversed(t.shape))} type {type_id}", file=sys.stderr)
-        write_tensor(w, t, type_id, overrides)
+    try:
+        add_model_metadata(w, cfg, ftype, name or model_dir.name, ple, ple_row)
+        if not add_tokenizer(w, model_dir, int(cfg["vocab_size"])) and verbose:
+            print(f"note: {model_dir} has no tokenizer.json; no tokenizer keys written", file=sys.stderr)
+        types = [tensor_info(w, t, qtype, overrides) for t in planned]
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_ti_data_to_file()
+        for t, type_id in zip(planned, types):
+            if verbose:
+                print(f"{t.name:48s} {list(reversed(t.shape))} type {type_id}", file=sys.stderr)
+            write_tensor(w, t, type_id, overrides)
+    except BaseException:
+        w.close()
+        outfile.unlink(missing_ok=True)  # never leave a truncated GGUF behind
+        raise
     w.close()
     return outfile
 
