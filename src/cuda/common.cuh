@@ -19,6 +19,65 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// ---- asynchronous global -> shared copies (sm_80+; a synchronous fallback before) -------------
+// 16 bytes from a 16-byte aligned global address to a 16-byte aligned shared address; bytes past
+// `src_bytes` (0..16) are zero-filled and never read, so a copy can stop exactly at a tensor's end.
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src, int src_bytes) {
+#if __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(src_bytes) : "memory");
+#else
+  if (src_bytes == 16) {
+    *static_cast<uint4*>(smem_dst) = *static_cast<const uint4*>(gmem_src);
+  } else {
+    for (int i = 0; i < 16; ++i)
+      static_cast<unsigned char*>(smem_dst)[i] = i < src_bytes ? static_cast<const unsigned char*>(gmem_src)[i] : 0;
+  }
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+// ---- int8 tensor-core tile: C(16x8, s32) += A(16x32, s8) * B(32x8, s8) ---------------------
+// PTX fragment layout (lane = 4 * g + q, g = lane / 4, q = lane % 4), 4 int8 per register:
+//   a0: row g,   k 4q..4q+3      a1: row g+8, k 4q..4q+3
+//   a2: row g,   k 16+4q..+3     a3: row g+8, k 16+4q..+3
+//   b0: col g,   k 4q..4q+3      b1: col g,   k 16+4q..+3
+//   c0, c1: row g, cols 2q, 2q+1     c2, c3: row g+8, cols 2q, 2q+1
+// The k order inside one product is free as long as A and B agree on it. Turing (sm_75) has no
+// m16n8k32 and runs four m8n8k16 with the same register meaning. Integer sums are exact, so the
+// two paths give identical results.
+__device__ __forceinline__ void mma_s8_16x8x32(int (&c)[4], const int (&a)[4], const int (&b)[2]) {
+#if __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif __CUDA_ARCH__ >= 750
+  asm("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0, %1}, {%2}, {%3}, {%0, %1};"
+      : "+r"(c[0]), "+r"(c[1]) : "r"(a[0]), "r"(b[0]));
+  asm("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0, %1}, {%2}, {%3}, {%0, %1};"
+      : "+r"(c[2]), "+r"(c[3]) : "r"(a[1]), "r"(b[0]));
+  asm("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0, %1}, {%2}, {%3}, {%0, %1};"
+      : "+r"(c[0]), "+r"(c[1]) : "r"(a[2]), "r"(b[1]));
+  asm("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0, %1}, {%2}, {%3}, {%0, %1};"
+      : "+r"(c[2]), "+r"(c[3]) : "r"(a[3]), "r"(b[1]));
+#else
+  // No int8 tensor cores before Turing; launchers refuse such devices (kMinComputeCapability).
+  (void)c; (void)a; (void)b;
+  __trap();
+#endif
+}
+
 }  // namespace strata::cuda
 
 // Return a Status from the enclosing function when a CUDA runtime call fails.

@@ -1,0 +1,169 @@
+// mmvq: the public entry (shape and alignment checks, type dispatch) and the host helpers the
+// per-type launchers share (device capabilities, occupancy cache). The kernels are in mmvq.cuh
+// (instantiated one type per generated file) and mmvf.cu.
+#include "strata/cuda/mmvq.h"
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "mmvq.cuh"
+
+namespace strata::cuda {
+namespace mmvq_detail {
+
+// Tensor-core int8 mma needs Turing or newer (mma_s8_16x8x32).
+constexpr int kMinComputeCapability = 75;
+
+Result<DeviceCaps> device_caps() {
+  static std::mutex mu;
+  static std::vector<DeviceCaps> cache;  // index: device id; sm_count 0 = not queried yet
+  int device = 0;
+  STRATA_CUDA_TRY(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mu);
+  if (static_cast<int>(cache.size()) <= device) cache.resize(static_cast<size_t>(device) + 1);
+  DeviceCaps& c = cache[static_cast<size_t>(device)];
+  if (c.sm_count == 0) {
+    int sms = 0, major = 0, minor = 0, optin = 0;
+    STRATA_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    STRATA_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    STRATA_CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    STRATA_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    c.device = device;
+    c.sm_count = sms;
+    c.cc = 10 * major + minor;
+    c.smem_optin = static_cast<size_t>(optin);
+  }
+  return c;
+}
+
+Result<int> occupancy(const void* kernel, int threads, size_t smem, const DeviceCaps& caps) {
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, size_t>, int> cache;
+  static std::set<std::pair<const void*, int>> raised;  // (kernel, device) whose limit was raised
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(kernel, caps.device, smem);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  // Over 48 KB of dynamic shared memory needs an opt-in per kernel and device, up to the device
+  // limit minus the kernel's static shared memory.
+  if (smem > 48 * 1024 && raised.insert({kernel, caps.device}).second) {
+    cudaFuncAttributes attr{};
+    STRATA_CUDA_TRY(cudaFuncGetAttributes(&attr, kernel));
+    STRATA_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(caps.smem_optin - attr.sharedSizeBytes)));
+  }
+  int blocks = 0;
+  STRATA_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem));
+  cache[key] = blocks;
+  return blocks;
+}
+
+}  // namespace mmvq_detail
+
+namespace {
+
+using quant::Type;
+
+bool is_float_type(Type t) { return t == Type::F32 || t == Type::F16 || t == Type::BF16; }
+
+std::string type_name(Type t) {
+  const auto info = quant::type_info(t);
+  return info ? std::string(info->name) : "type id " + std::to_string(static_cast<uint32_t>(t));
+}
+
+// Validates `a` and fills the kernel's view of it.
+Result<mmvq_detail::Shape> check(const MmvqArgs& a) {
+  const std::string where = "cuda: mmvq(type=" + type_name(a.type) + ", rows=" + std::to_string(a.rows) +
+                            ", cols=" + std::to_string(a.cols) + ", T=" + std::to_string(a.T) + "): ";
+  const auto fail = [&](const std::string& what) { return Status::error(where + what); };
+  if (!mmvq_supports(a.type)) return fail("unsupported weight type");
+  const auto info = *quant::type_info(a.type);
+  if (a.cols <= 0 || a.cols % 32 != 0 || a.cols % info.block_size != 0)
+    return fail("cols must be a positive multiple of 32 and of the block size " + std::to_string(info.block_size));
+  if (a.rows < 0 || a.rows > (1 << 30)) return fail("rows out of range");
+  if (a.cols > (1 << 26)) return fail("cols out of range");
+  if (a.T < 1 || a.T > kMaxWindowRows) return fail("T must be in 1.." + std::to_string(kMaxWindowRows));
+  if (reinterpret_cast<uintptr_t>(a.weights) % 16 != 0) return fail("weights must be 16-byte aligned");
+  if (reinterpret_cast<uintptr_t>(a.act) % 16 != 0 || a.act_stride % 16 != 0)
+    return fail("act must be 16-byte aligned with a stride that is a multiple of 16 bytes (stride " +
+                std::to_string(a.act_stride) + ")");
+  const int64_t act_row = is_float_type(a.type) ? a.cols * 4 : a.cols / 32 * mmvq_detail::kActBlockBytes;
+  if (a.T > 1 && a.act_stride < act_row)
+    return fail("act_stride " + std::to_string(a.act_stride) + " is shorter than one activation row (" +
+                std::to_string(act_row) + " bytes)");
+  if (a.y == nullptr || reinterpret_cast<uintptr_t>(a.y) % 4 != 0) return fail("y must be a 4-byte aligned pointer");
+  if (a.T > 1 && a.y_stride < a.rows) return fail("y_stride must be >= rows");
+  mmvq_detail::Shape p;
+  p.w = static_cast<const uint8_t*>(a.weights);
+  p.row_bytes = a.cols / info.block_size * info.type_size;
+  p.rows = static_cast<int>(a.rows);
+  p.nchunks = static_cast<int>(a.cols / 32);
+  p.act = static_cast<const uint8_t*>(a.act);
+  p.act_stride = a.act_stride;
+  p.T = a.T;
+  p.y = a.y;
+  p.y_stride = a.y_stride;
+  return p;
+}
+
+Result<MmvqPlan> plan_for(Type type, const mmvq_detail::Shape& p, const mmvq_detail::DeviceCaps& caps) {
+  switch (type) {
+#define STRATA_CASE(name) \
+  case Type::name: return mmvq_detail::plan_quant<Type::name>(p, caps);
+    STRATA_MMVQ_QUANT_TYPES(STRATA_CASE)
+#undef STRATA_CASE
+    default:
+      return mmvq_detail::plan_float(type, p, caps);
+  }
+}
+
+}  // namespace
+
+bool mmvq_supports(quant::Type type) { return mmvq_takes_q8_1(type) || is_float_type(type); }
+
+bool mmvq_takes_q8_1(quant::Type type) {
+  switch (type) {
+#define STRATA_CASE(name) case Type::name:
+    STRATA_MMVQ_QUANT_TYPES(STRATA_CASE)
+#undef STRATA_CASE
+    return true;
+    default:
+      return false;
+  }
+}
+
+Result<MmvqPlan> mmvq_plan(const MmvqArgs& args) {
+  auto shape = check(args);
+  if (!shape) return shape.status();
+  auto caps = mmvq_detail::device_caps();
+  if (!caps) return caps.status();
+  if (caps->cc < mmvq_detail::kMinComputeCapability)
+    return Status::error("cuda: mmvq: needs compute capability 7.5 or newer (int8 tensor cores), device has " +
+                         std::to_string(caps->cc / 10) + "." + std::to_string(caps->cc % 10));
+  return plan_for(args.type, *shape, *caps);
+}
+
+Status mmvq(const MmvqArgs& args, Stream stream) {
+  auto shape = check(args);
+  if (!shape) return shape.status();
+  if (args.rows == 0) return Status::ok_status();
+  auto caps = mmvq_detail::device_caps();
+  if (!caps) return caps.status();
+  if (caps->cc < mmvq_detail::kMinComputeCapability)
+    return Status::error("cuda: mmvq: needs compute capability 7.5 or newer (int8 tensor cores)");
+  auto plan = plan_for(args.type, *shape, *caps);
+  if (!plan) return plan.status();
+  switch (args.type) {
+#define STRATA_CASE(name) \
+  case Type::name: return mmvq_detail::launch_quant<Type::name>(*shape, *plan, stream);
+    STRATA_MMVQ_QUANT_TYPES(STRATA_CASE)
+#undef STRATA_CASE
+    default:
+      return mmvq_detail::launch_float(args.type, *shape, *plan, stream);
+  }
+}
+
+}  // namespace strata::cuda

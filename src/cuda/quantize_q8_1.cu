@@ -1,0 +1,75 @@
+// quantize_q8_1: the activation quantizer. Eight threads own one 32-element block (four floats
+// each, one 16-byte load), reduce amax and the code sum with three shuffles, and write the block
+// with 4-byte stores. The rounding rule is the scalar reference's, see [TAG_Q8_1_RULE] in
+// include/strata/cuda/quantize.h; every float operation is spelled with an _rn intrinsic so that
+// no contraction or fast-math flag can change a byte.
+#include "strata/cuda/quantize.h"
+
+#include <cstdint>
+#include <string>
+
+#include <cuda_fp16.h>
+
+#include "common.cuh"
+
+namespace strata::cuda {
+namespace {
+
+constexpr int kThreads = 256;  // 32 blocks of 32 elements per CTA
+
+__global__ void __launch_bounds__(kThreads) quantize_q8_1_kernel(const float* __restrict__ x, int64_t x_stride,
+                                                                 int nblocks, uint8_t* __restrict__ dst,
+                                                                 int64_t dst_stride) {
+  const int row = blockIdx.y;
+  const int gi = blockIdx.x * kThreads + threadIdx.x;  // group of 4 elements
+  const int blk = gi >> 3, part = gi & 7;
+  const bool live = blk < nblocks;  // uniform per 8-lane group: nblocks * 8 groups in all
+
+  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (live) v = *reinterpret_cast<const float4*>(x + row * x_stride + static_cast<int64_t>(gi) * 4);
+  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+  for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+
+  const float d = __fdiv_rn(amax, 127.0f);
+  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+  const int q0 = static_cast<int>(roundf(__fmul_rn(v.x, id)));  // roundf: half away from zero
+  const int q1 = static_cast<int>(roundf(__fmul_rn(v.y, id)));
+  const int q2 = static_cast<int>(roundf(__fmul_rn(v.z, id)));
+  const int q3 = static_cast<int>(roundf(__fmul_rn(v.w, id)));
+  int sum = q0 + q1 + q2 + q3;
+  for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (!live) return;
+
+  uint8_t* b = dst + row * dst_stride + static_cast<int64_t>(blk) * 36;
+  const uint32_t packed = (static_cast<uint32_t>(q0) & 0xFFu) | ((static_cast<uint32_t>(q1) & 0xFFu) << 8) |
+                          ((static_cast<uint32_t>(q2) & 0xFFu) << 16) | (static_cast<uint32_t>(q3) << 24);
+  *reinterpret_cast<uint32_t*>(b + 4 + 4 * part) = packed;
+  if (part == 0) {
+    const uint32_t dh = __half_as_ushort(__float2half_rn(d));
+    const uint32_t sh = __half_as_ushort(__float2half_rn(__fmul_rn(static_cast<float>(sum), d)));
+    *reinterpret_cast<uint32_t*>(b) = dh | (sh << 16);
+  }
+}
+
+}  // namespace
+
+Status quantize_q8_1(const float* x, int64_t x_stride, int64_t cols, int64_t rows, void* dst, int64_t dst_stride,
+                     Stream stream) {
+  const auto fail = [](const std::string& what) { return Status::error("cuda: quantize_q8_1: " + what); };
+  if (cols <= 0 || cols % 32 != 0) return fail("cols must be a positive multiple of 32, got " + std::to_string(cols));
+  if (rows < 0 || rows > 65535) return fail("rows must be in [0, 65535], got " + std::to_string(rows));
+  if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || x_stride % 4 != 0 || x_stride < cols)
+    return fail("x must be 16-byte aligned with a stride of a multiple of 4 floats >= cols (stride " +
+                std::to_string(x_stride) + ")");
+  if (reinterpret_cast<uintptr_t>(dst) % 16 != 0 || dst_stride % 4 != 0 || dst_stride < q8_1_row_bytes(cols))
+    return fail("dst must be 16-byte aligned with a stride of a multiple of 4 bytes >= " +
+                std::to_string(q8_1_row_bytes(cols)) + " (stride " + std::to_string(dst_stride) + ")");
+  if (rows == 0) return Status::ok_status();
+  const int nblocks = static_cast<int>(cols / 32);
+  const dim3 grid(static_cast<unsigned>((nblocks * 8 + kThreads - 1) / kThreads), static_cast<unsigned>(rows));
+  quantize_q8_1_kernel<<<grid, kThreads, 0, stream>>>(x, x_stride, nblocks, static_cast<uint8_t*>(dst), dst_stride);
+  STRATA_CUDA_TRY(cudaGetLastError());
+  return Status::ok_status();
+}
+
+}  // namespace strata::cuda
