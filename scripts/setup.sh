@@ -23,6 +23,10 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q -r tests/requirements.txt
+if ! .venv/bin/python -c "import llama_cpp" 2>/dev/null; then
+  echo "setup: building llama-cpp-python (several minutes)"
+  CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip install -q -r tests/requirements-llamacpp.txt
+fi
 
 # shellcheck disable=SC2086
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${STRATA_CMAKE_ARGS:-}

@@ -11,15 +11,15 @@ cmake --build build
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== unit tests under AddressSanitizer + UBSan (build-asan/)"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_CUDA=OFF -DSTRATA_SANITIZE=address,undefined >/dev/null
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_CUDA=OFF -DSTRATA_SANITIZE=address,undefined >/dev/null
 cmake --build build-asan
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j"$jobs"
 
 echo "== fuzz (build-fuzz/, clang libFuzzer)"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_CUDA=OFF -DSTRATA_FUZZ=ON \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-cmake --build build-fuzz
-STRATA_FUZZ_SECONDS=${STRATA_FUZZ_SECONDS:-60} ctest --test-dir build-fuzz -L fuzz --output-on-failure
+  -DSTRATA_FUZZ_SECONDS="${STRATA_FUZZ_SECONDS:-60}" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+cmake --build build-fuzz --target fuzz_gguf_reader
+ctest --test-dir build-fuzz -L fuzz --output-on-failure -V | grep -E "stat::|Test #|tests passed|Passed|Failed"
 
 echo "== oracle tests (pytest)"
 STRATA_BIN="$PWD/build/bin/strata" .venv/bin/python -m pytest -q tests/oracle

@@ -13,5 +13,10 @@ using CommandMain = std::function<int()>;
 
 CommandMain add_inspect_command(CLI::App& app);
 CommandMain add_devices_command(CLI::App& app);
+CommandMain add_parity_command(CLI::App& app);
+CommandMain add_tokenize_command(CLI::App& app);
+CommandMain add_synth_command(CLI::App& app);
+CommandMain add_run_command(CLI::App& app);
+CommandMain add_bench_command(CLI::App& app);
 
 }  // namespace strata::cli

@@ -17,6 +17,11 @@ struct CommandEntry {
 constexpr CommandEntry kCommands[] = {
     {"inspect", strata::cli::add_inspect_command},
     {"devices", strata::cli::add_devices_command},
+    {"parity", strata::cli::add_parity_command},
+    {"tokenize", strata::cli::add_tokenize_command},
+    {"synth", strata::cli::add_synth_command},
+    {"run", strata::cli::add_run_command},
+    {"bench", strata::cli::add_bench_command},
 };
 
 }  // namespace

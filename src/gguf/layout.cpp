@@ -44,6 +44,15 @@ Result<TensorSize> tensor_size(uint32_t type_id, std::span<const int64_t> ne) {
                                        dims[1], dims[2], dims[3]));
     }
   }
+  // Rows on their own: with ne[0] == 0 the element count is 0 whatever ne[1..3] say, but
+  // TensorInfo::n_rows() multiplies them.
+  uint64_t rows = 1;
+  for (int i = 1; i < 4; ++i) {
+    if (mul_overflows(rows, dims[i], &rows) || rows > kMaxSigned) {
+      return Status::error(fmt::format("row count of ne [{}, {}, {}, {}] overflows int64", dims[0], dims[1],
+                                       dims[2], dims[3]));
+    }
+  }
   // Bytes: whole rows of blocks. Elements < 2^63 and type_size/block_size <= 8 can still wrap
   // for 1-element blocks of 8 bytes, so check this product too.
   uint64_t bytes = dims[0] / info->block_size;
@@ -70,7 +79,7 @@ std::string check_alignment_value(const Value& v) {
     return fmt::format("expected u32, got {}", value_type_name(v.type()));
   }
   uint32_t a = v.as<uint32_t>();
-  if (!is_power_of_two(a)) return fmt::format("value {} is not a power of two", a);
+  if (!is_power_of_two(a)) return fmt::format("value {} is not a power of two (expected a u32 power of two)", a);
   return {};
 }
 
@@ -85,6 +94,12 @@ std::string escape_bytes(std::string_view bytes) {
     }
   }
   return out;
+}
+
+std::string item_name(std::string_view name) {
+  constexpr size_t kMax = 80;
+  if (name.size() <= kMax) return escape_bytes(name);
+  return fmt::format("{}...({} bytes)", escape_bytes(name.substr(0, kMax)), name.size());
 }
 
 }  // namespace strata::gguf::detail

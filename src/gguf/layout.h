@@ -41,4 +41,8 @@ std::string check_alignment_value(const Value& v);
 // and '\\', everything else as \xNN.
 std::string escape_bytes(std::string_view bytes);
 
+// A key or tensor name as it appears in a message: escaped, and cut after 80 bytes so that
+// a hostile 1 GiB name does not become a 1 GiB error message.
+std::string item_name(std::string_view name);
+
 }  // namespace strata::gguf::detail

@@ -42,7 +42,7 @@ Value Value::array(ValueType elem_type, std::vector<Value> items) {
 Status Metadata::add(std::string key, Value value) {
   if (key.empty()) return Status::error(fmt::format("gguf: empty key in {}", source_));
   if (index_.count(key) != 0) {
-    return Status::error(fmt::format("gguf: key {}: duplicate key in {}", detail::escape_bytes(key), source_));
+    return Status::error(fmt::format("gguf: key {}: duplicate key in {}", detail::item_name(key), source_));
   }
   index_.emplace(key, entries_.size());
   entries_.push_back({std::move(key), std::move(value)});
@@ -92,7 +92,7 @@ namespace {
 template <class T>
 Result<T> get_scalar(const Result<const Value*>& v) {
   if (!v) return v.status();
-  return (*v)->as<T>();
+  return v.value()->as<T>();
 }
 }  // namespace
 

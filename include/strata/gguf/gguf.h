@@ -71,6 +71,7 @@ template <class T> constexpr std::optional<ValueType> value_type_of() {
 struct Array {
   ValueType elem_type = ValueType::U8;
   std::vector<Value> items;  // all of elem_type
+  bool operator==(const Array&) const = default;
 };
 
 class Value {
@@ -94,6 +95,8 @@ class Value {
   template <class T>
   static Value array(const std::vector<T>& items);
   static Value array(ValueType elem_type, std::vector<Value> items);
+
+  bool operator==(const Value&) const = default;  // exact: same type and value
 
  private:
   Storage storage_;
@@ -176,7 +179,7 @@ Result<std::vector<T>> Metadata::get_array(std::string_view key) const {
   auto arr = get_array_value(key);
   if (!arr) return arr.status();
   if ((*arr)->elem_type != *value_type_of<T>()) {
-    return type_error(key, std::string("arr[") + std::string(value_type_name(*value_type_of<T>())) + "]",
+    return type_error(key, std::string("array[") + std::string(value_type_name(*value_type_of<T>())) + "]",
                       *find(key));
   }
   std::vector<T> out;
@@ -205,8 +208,12 @@ struct TensorInfo {
   const uint8_t* data = nullptr;          // zero-copy view into the shard's mmap
 
   std::span<const uint8_t> bytes() const { return {data, static_cast<size_t>(nbytes)}; }
-  uint64_t row_bytes() const { return ne[0] == 0 ? 0 : nbytes / (n_elements / static_cast<uint64_t>(ne[0])); }
-  uint64_t n_rows() const { return ne[0] == 0 ? 0 : n_elements / static_cast<uint64_t>(ne[0]); }
+  // Bytes of one row of ne[0] elements, and the number of rows (ne1*ne2*ne3; the reader
+  // checked that this product fits in int64).
+  uint64_t row_bytes() const { return quant::row_bytes(type, static_cast<uint64_t>(ne[0])).value_or(0); }
+  uint64_t n_rows() const {
+    return static_cast<uint64_t>(ne[1]) * static_cast<uint64_t>(ne[2]) * static_cast<uint64_t>(ne[3]);
+  }
 };
 
 // ---------------------------------------------------------------------------------------

@@ -78,8 +78,11 @@ class Writer {
     TensorInfo info;   // data/file_offset unused
     TensorData data;
   };
-  Status write_file(const std::string& path, const Metadata& metadata,
+  Status write_file(const std::string& path, const std::vector<const KeyValue*>& kvs,
                     const std::vector<const Pending*>& tensors) const;
+  Status write_data(const std::string& path, const std::vector<uint8_t>& head,
+                    const std::vector<const Pending*>& tensors) const;
+  Status check_metadata() const;
 
   uint32_t alignment_;
   uint32_t version_ = 3;

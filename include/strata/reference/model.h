@@ -19,6 +19,7 @@ class Model {
   // threads <= 0: one per hardware thread.
   static Result<std::unique_ptr<Model>> open(const std::string& path, int threads = 0);
 
+  const gguf::Model& file() const { return file_; }
   const model::ModelConfig& config() const { return config_; }
   const model::Weights& weights() const { return weights_; }
   ThreadPool& pool() const { return *pool_; }

@@ -1,0 +1,17 @@
+// Internal to the bench library: the model a bench runs, opened and paged in (load.cpp).
+#pragma once
+
+#include <memory>
+
+#include "strata/bench/options.h"
+#include "strata/bench/progress.h"
+#include "strata/bench/report.h"
+#include "strata/reference/model.h"
+
+namespace strata::bench {
+
+// Fills rep.model, rep.load_s and rep.prefault_s (and a note for in-memory packs).
+Result<std::unique_ptr<reference::Model>> load_model(const Options& options, int threads, Progress& progress,
+                                                     Report& rep);
+
+}  // namespace strata::bench

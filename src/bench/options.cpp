@@ -1,0 +1,119 @@
+#include "strata/bench/options.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "strata/synth/synth.h"
+
+namespace strata::bench {
+
+namespace {
+
+Status fail(std::string_view option, std::string_view what) {
+  return Status::error(fmt::format("strata bench: {}: {}", option, what));
+}
+
+Status check_model_choice(const Options& o) {
+  const bool file = !o.model_path.empty(), synth = !o.synth_recipe.empty();
+  if (file == synth) {
+    return fail("-m/--synth", fmt::format("expected exactly one of -m FILE or --synth RECIPE, got {}",
+                                          file ? "both" : "neither"));
+  }
+  if (file && (o.layers || o.experts || !o.synth_dir.empty())) {
+    return fail("--layers/--experts/--synth-dir", "only apply to --synth (a file has its own geometry)");
+  }
+  if (!synth) return Status::ok_status();
+  const auto recipe = synth::recipe_from_name(o.synth_recipe);
+  if (!recipe) {
+    return fail("--synth", fmt::format("unknown recipe (expected one of {}, got '{}')", synth::recipe_names(), o.synth_recipe));
+  }
+  synth::Options so;
+  so.recipe = *recipe;
+  so.layers = o.layers.value_or(kSynthDefaultLayers);
+  so.experts = o.experts.value_or(512);
+  so.seed = o.synth_seed;
+  const Status s = synth::validate(so);
+  if (!s.ok()) return Status::error("strata bench: --synth: " + s.message());
+  return Status::ok_status();
+}
+
+Status check_device(const Options& o) {
+  if (o.device == "cpu") return Status::ok_status();
+  if (o.device == "cuda") {
+    // No stub that pretends: the CUDA engine (window graph, expert placement) does not exist
+    // yet, and numbers from anything else under this name would be lies.
+    return fail("--device cuda",
+                "not available in this build: the CUDA engine is not built yet (only the fp32 CPU "
+                "reference forward exists); use --device cpu");
+  }
+  return fail("--device", fmt::format("expected cpu or cuda, got '{}'", o.device));
+}
+
+Status check_window(const Options& o) {
+  if (o.window < 1 || o.window > kMaxWindow) {
+    return fail("--window", fmt::format("expected 1..{} tokens per window, got {}", kMaxWindow, o.window));
+  }
+  if (o.window > 1 && !o.forced) {
+    // Without a drafter (the MTP speculator is engine work) only forced acceptances are honest.
+    return fail("--window", fmt::format("a window of {} needs --forced (no draft model runs in the reference "
+                                        "bench, so acceptances must be fixed)", o.window));
+  }
+  for (int a : o.accept) {
+    if (a < 0 || a > o.window - 1) {
+      return fail("--accept", fmt::format("expected drafts accepted per window in 0..{} (window {} = 1 token + {} "
+                                          "drafts), got {}", o.window - 1, o.window, o.window - 1, a));
+    }
+  }
+  if (!o.accept.empty() && !o.forced) return fail("--accept", "only applies with --forced");
+  return Status::ok_status();
+}
+
+Status check_sizes(const Options& o) {
+  if (o.ctx < 1) return fail("--ctx", fmt::format("expected >= 1 prompt token, got {}", o.ctx));
+  if (o.gen < 1) return fail("--gen", fmt::format("expected >= 1 generated token, got {}", o.gen));
+  for (int64_t c : o.sweep_ctx) {
+    if (c < 1) return fail("--sweep-ctx", fmt::format("expected contexts >= 1, got {}", c));
+  }
+  if (o.prefill_chunk < 1) return fail("--prefill-chunk", fmt::format("expected >= 1, got {}", o.prefill_chunk));
+  if (o.threads < 0) return fail("--threads", fmt::format("expected >= 0 (0 = all), got {}", o.threads));
+  if (o.bw_passes < 1 || o.bw_passes > 1000) return fail("--bw-passes", fmt::format("expected 1..1000, got {}", o.bw_passes));
+  if (o.bw_bytes != 0 && o.bw_bytes < (1u << 20)) {
+    return fail("--bw-bytes", fmt::format("expected at least 1 MiB (or 0 for auto), got {}", o.bw_bytes));
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+Status validate(const Options& o) {
+  STRATA_TRY(check_device(o));
+  STRATA_TRY(check_model_choice(o));
+  STRATA_TRY(check_sizes(o));
+  STRATA_TRY(check_window(o));
+  return Status::ok_status();
+}
+
+Result<std::vector<int64_t>> parse_int_list(std::string_view text, std::string_view option, int64_t min_value) {
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, end - start);
+    int64_t v = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || v < min_value) {
+      return fail(option, fmt::format("expected comma-separated integers >= {}, got '{}'", min_value, item));
+    }
+    out.push_back(v);
+    start = end + 1;
+  }
+  return out;
+}
+
+int accepted_drafts(const std::vector<int>& accept, int window, int64_t window_index) {
+  if (accept.empty()) return window - 1;
+  return accept[static_cast<size_t>(window_index) % accept.size()];
+}
+
+}  // namespace strata::bench

@@ -1,0 +1,89 @@
+// The table for people: what ran where, the roof, one line per context, and where the
+// decode time of the headline run went, stage by stage.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "strata/bench/report.h"
+
+namespace strata::bench {
+
+namespace {
+
+std::string gb(uint64_t bytes) { return fmt::format("{:.2f} GB", static_cast<double>(bytes) / 1e9); }
+
+std::string header(const Report& rep) {
+  const ModelInfo& m = rep.model;
+  std::string out = fmt::format("strata bench {}  {}  device {} ({}, {} threads)\n", rep.version, rep.timestamp,
+                                rep.device, rep.engine, rep.threads);
+  out += fmt::format("machine  {}, {} cores / {} threads, LLC {} MiB, RAM {}\n", rep.machine.cpu_model,
+                     rep.machine.cores, rep.machine.threads, rep.machine.llc_bytes >> 20, gb(rep.machine.ram_bytes));
+  out += fmt::format("model    {} {}{}, {} layers x {} experts (top-{}), weights {}\n", m.source,
+                     m.recipe.value_or(m.name), m.source == "file" ? " (" + m.path + ")" : "", m.layers, m.experts,
+                     m.experts_used, gb(m.weight_bytes));
+  out += fmt::format("memory   read roof {:.2f} GB/s (median of {} passes, {} MiB, {} threads, {})   peak RAM {}   "
+                     "peak VRAM {}\n",
+                     rep.bandwidth.gb_s, rep.bandwidth.passes_gb_s.size(), rep.bandwidth.buffer_bytes >> 20,
+                     rep.bandwidth.threads, rep.bandwidth.kernel, gb(rep.peak_ram_bytes),
+                     rep.device == "cpu" ? std::string("n/a (cpu)") : gb(rep.peak_vram_bytes));
+  out += fmt::format("host     load average {:.2f} at start, {:.2f} at end (other processes compete for the cores)\n",
+                     rep.load_average_start, rep.load_average_end);
+  out += fmt::format("decode   {}, window {}, {}; load {:.1f} s\n",
+                     rep.forced ? fmt::format("forced (seed {:#x})", rep.seed) : std::string("greedy"), rep.window,
+                     rep.accept.empty() ? fmt::format("accept {} of {} drafts", rep.window - 1, rep.window - 1)
+                                        : fmt::format("accept schedule {}", fmt::join(rep.accept, ",")),
+                     rep.load_s);
+  return out;
+}
+
+std::string runs_table(const Report& rep) {
+  std::string out = fmt::format("\n{:>7} {:>5} {:>7} {:>14} {:>13} {:>10} {:>10} {:>8} {:>9}\n", "ctx", "gen", "window",
+                                "prefill tok/s", "decode tok/s", "ms/token", "MB/token", "roof", "cpu share");
+  for (const RunResult& r : rep.runs) {
+    const double ms = r.decode_tok_s > 0 ? 1000.0 / r.decode_tok_s : 0.0;
+    out += fmt::format("{:>7} {:>5} {:>7} {:>14.3f} {:>13.4f} {:>10.1f} {:>10.1f} {:>7.2f}% {:>8.0f}%\n", r.ctx,
+                       r.tokens_generated, rep.window, r.prefill_tok_s, r.decode_tok_s, ms, r.bytes_per_token / 1e6,
+                       100.0 * r.roof_fraction, 100.0 * decode_cpu_share(r, rep.threads));
+  }
+  return out;
+}
+
+// Stages of the first run, slowest decode first: prefill seconds, decode ms per emitted token.
+std::string stage_table(const RunResult& r) {
+  std::vector<std::string> names;
+  for (const StageTimes* t : {&r.decode_stages, &r.commit_stages, &r.prefill_stages}) {
+    for (const auto& [name, _] : *t) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  const auto get = [](const StageTimes& t, const std::string& n) {
+    auto it = t.find(n);
+    return it == t.end() ? 0.0 : it->second.seconds;
+  };
+  const auto decode_of = [&](const std::string& n) { return get(r.decode_stages, n) + get(r.commit_stages, n); };
+  std::stable_sort(names.begin(), names.end(), [&](const auto& a, const auto& b) { return decode_of(a) > decode_of(b); });
+  const double tokens = std::max<double>(1.0, static_cast<double>(r.tokens_generated));
+  std::string out = fmt::format("\nstages at ctx {} {:>18} {:>16} {:>9}\n", r.ctx, "prefill s", "decode ms/token",
+                                "decode %");
+  for (const std::string& n : names) {
+    out += fmt::format("  {:<24} {:>12.3f} {:>16.2f} {:>8.1f}%\n", n, get(r.prefill_stages, n),
+                       1000.0 * decode_of(n) / tokens, r.decode_s > 0 ? 100.0 * decode_of(n) / r.decode_s : 0.0);
+  }
+  const ByteCounts& b = r.decode_bytes;
+  out += fmt::format("\nbytes/token  {:.1f} MB = dense {:.1f} + experts {:.1f} + embed {:.3f} + ngram {:.3f} + kv {:.3f} "
+                     "+ state {:.3f} (MB); {:.1f} distinct experts per block per forward\n",
+                     r.bytes_per_token / 1e6, b.dense / tokens / 1e6, b.experts / tokens / 1e6, b.embed / tokens / 1e6,
+                     b.ngram / tokens / 1e6, b.kv / tokens / 1e6, b.state / tokens / 1e6, r.experts_per_block);
+  return out;
+}
+
+}  // namespace
+
+std::string to_table(const Report& rep) {
+  std::string out = header(rep) + runs_table(rep);
+  if (!rep.runs.empty()) out += stage_table(rep.runs.front());
+  for (const std::string& n : rep.notes) out += "note: " + n + "\n";
+  return out;
+}
+
+}  // namespace strata::bench

@@ -1,0 +1,150 @@
+// Bad command lines give one clear message naming the flag; good ones pass. Also the CLI's
+// exit codes for the same mistakes, when the strata binary is built.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "strata/bench/options.h"
+
+namespace strata::bench {
+namespace {
+
+Options synth_options() {
+  Options o;
+  o.synth_recipe = "iq3_xxs";
+  return o;
+}
+
+std::string error_of(const Options& o) {
+  const Status s = validate(o);
+  return s.ok() ? std::string("<ok>") : s.message();
+}
+
+TEST(Options, DefaultsWithSynthAreValid) { EXPECT_TRUE(validate(synth_options()).ok()); }
+
+TEST(Options, CudaIsNotAvailableInThisBuild) {
+  Options o = synth_options();
+  o.device = "cuda";
+  const std::string e = error_of(o);
+  EXPECT_NE(e.find("--device cuda"), std::string::npos) << e;
+  EXPECT_NE(e.find("not available in this build"), std::string::npos) << e;
+  o.device = "tpu";
+  EXPECT_NE(error_of(o).find("expected cpu or cuda, got 'tpu'"), std::string::npos);
+}
+
+TEST(Options, ExactlyOneModelSource) {
+  Options none;
+  EXPECT_NE(error_of(none).find("got neither"), std::string::npos);
+  Options both = synth_options();
+  both.model_path = "m.gguf";
+  EXPECT_NE(error_of(both).find("got both"), std::string::npos);
+}
+
+TEST(Options, SynthChecks) {
+  Options o = synth_options();
+  o.synth_recipe = "q9_9";
+  const std::string e = error_of(o);
+  EXPECT_NE(e.find("unknown recipe"), std::string::npos) << e;
+  EXPECT_NE(e.find("iq3_xxs"), std::string::npos) << e;  // lists the valid names
+  o = synth_options();
+  o.experts = 5;  // below top-k
+  EXPECT_NE(error_of(o).find("strata bench: --synth: synth:"), std::string::npos) << error_of(o);
+  Options file;
+  file.model_path = "m.gguf";
+  file.layers = 4;
+  EXPECT_NE(error_of(file).find("only apply to --synth"), std::string::npos);
+}
+
+TEST(Options, Sizes) {
+  Options o = synth_options();
+  o.ctx = 0;
+  EXPECT_NE(error_of(o).find("--ctx: expected >= 1"), std::string::npos);
+  o = synth_options();
+  o.gen = 0;
+  EXPECT_NE(error_of(o).find("--gen"), std::string::npos);
+  o = synth_options();
+  o.sweep_ctx = {256, 0};
+  EXPECT_NE(error_of(o).find("--sweep-ctx"), std::string::npos);
+  o = synth_options();
+  o.threads = -1;
+  EXPECT_NE(error_of(o).find("--threads"), std::string::npos);
+}
+
+TEST(Options, WindowsNeedForcedAndAcceptancesInRange) {
+  Options o = synth_options();
+  o.window = 4;
+  EXPECT_NE(error_of(o).find("needs --forced"), std::string::npos);
+  o.forced = true;
+  EXPECT_TRUE(validate(o).ok());
+  o.accept = {0, 3};
+  EXPECT_TRUE(validate(o).ok());
+  o.accept = {4};
+  EXPECT_NE(error_of(o).find("--accept: expected drafts accepted per window in 0..3"), std::string::npos) << error_of(o);
+  o.accept = {};
+  o.window = kMaxWindow + 1;
+  EXPECT_NE(error_of(o).find("expected 1..8"), std::string::npos);
+  o = synth_options();
+  o.accept = {0};
+  EXPECT_NE(error_of(o).find("only applies with --forced"), std::string::npos);
+}
+
+TEST(Options, AcceptSchedule) {
+  EXPECT_EQ(accepted_drafts({}, 4, 0), 3);
+  EXPECT_EQ(accepted_drafts({}, 1, 7), 0);
+  const std::vector<int> schedule{1, 3, 0};
+  EXPECT_EQ(accepted_drafts(schedule, 4, 0), 1);
+  EXPECT_EQ(accepted_drafts(schedule, 4, 1), 3);
+  EXPECT_EQ(accepted_drafts(schedule, 4, 5), 0);
+}
+
+TEST(Options, ParseIntList) {
+  auto ok = parse_int_list("256,1024,4096", "--sweep-ctx", 1);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, (std::vector<int64_t>{256, 1024, 4096}));
+  for (const char* bad : {"", "256,", "12x", "-3", "1,,2", "0"}) {
+    auto r = parse_int_list(bad, "--sweep-ctx", 1);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().find("strata bench: --sweep-ctx: expected comma-separated integers >= 1"), std::string::npos)
+        << r.error();
+  }
+}
+
+struct Proc {
+  int rc = -1;
+  std::string err;
+};
+
+Proc run_cli(const std::string& args) {
+  Proc p;
+  FILE* f = popen((std::string(STRATA_BINARY) + " bench " + args + " 2>&1 >/dev/null").c_str(), "r");
+  if (!f) return p;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) p.err.append(buf, n);
+  const int status = pclose(f);
+  p.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return p;
+}
+
+TEST(OptionsCli, BadArgumentsExitTwoWithTheMessage) {
+  if (!std::filesystem::exists(STRATA_BINARY)) GTEST_SKIP() << "strata binary not built: " << STRATA_BINARY;
+  Proc p = run_cli("--synth q2_0 --device cuda");
+  EXPECT_EQ(p.rc, 2);
+  EXPECT_NE(p.err.find("not available in this build"), std::string::npos) << p.err;
+  p = run_cli("--synth q2_0 --window 3");
+  EXPECT_EQ(p.rc, 2);
+  EXPECT_NE(p.err.find("needs --forced"), std::string::npos) << p.err;
+  p = run_cli("--synth q2_0 --sweep-ctx 1,x");
+  EXPECT_EQ(p.rc, 2);
+  EXPECT_NE(p.err.find("--sweep-ctx"), std::string::npos) << p.err;
+  p = run_cli("--synth q2_0 --layers 0");
+  EXPECT_EQ(p.rc, 2);
+  EXPECT_NE(p.err.find("--layers: expected 1..48"), std::string::npos) << p.err;
+  p = run_cli("-m /nonexistent/model.gguf --ctx 4 --gen 1 --bw-bytes 1048576 --bw-passes 1");
+  EXPECT_EQ(p.rc, 1);
+  EXPECT_NE(p.err.find("/nonexistent/model.gguf"), std::string::npos) << p.err;
+}
+
+}  // namespace
+}  // namespace strata::bench
