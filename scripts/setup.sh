@@ -25,7 +25,9 @@ fi
 .venv/bin/python -m pip install -q -r tests/requirements.txt
 if ! .venv/bin/python -c "import llama_cpp" 2>/dev/null; then
   echo "setup: building llama-cpp-python (several minutes)"
-  CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip install -q -r tests/requirements-llamacpp.txt
+  # Not fatal: without it the llama.cpp layout proof is reported as skipped, with the reason.
+  CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip install -q -r tests/requirements-llamacpp.txt ||
+    echo "setup: WARNING: llama-cpp-python did not build; tests/oracle/test_convert_llamacpp.py will skip"
 fi
 
 # shellcheck disable=SC2086
