@@ -8,7 +8,7 @@
 //   const gguf::TensorInfo* t = model->find("blk.0.ffn_down_exps.weight");
 //
 // Every error names the file, the item (key, tensor, shard) and what was expected vs found:
-// "gguf: key qwen4exp.expert_count: expected u32, got str in FILE".
+// "gguf: key qwen4exp.expert_count: expected u32, got string in FILE".
 #pragma once
 
 #include <array>

@@ -200,8 +200,9 @@ inline void expect_rejected(const Corruption& c) {
   for (const std::string& part : c.expect) EXPECT_NE(msg.find(part), std::string::npos) << "want '" << part << "' in: " << msg;
 
   CliResult cli = run_strata("inspect '" + path + "'", dir.file("cli"));
-  EXPECT_NE(cli.exit_code, 0) << cli.out;
-  EXPECT_NE(cli.err.find(msg), std::string::npos) << "stderr: " << cli.err;
+  // Exactly the message: anything more (a sanitizer report, a crash) is a failure.
+  EXPECT_EQ(cli.exit_code, 1) << cli.out;
+  EXPECT_EQ(cli.err, "strata inspect: " + msg + "\n");
 }
 
 }  // namespace strata::gguf::testing

@@ -112,7 +112,9 @@ TEST_P(AlignmentTest, EveryValueTypeAndTensorTypeRoundTrips) {
     EXPECT_EQ(got[i].key, want[i].key);
     EXPECT_TRUE(got[i].value == want[i].value) << want[i].key;
   }
-  if (alignment != 32) EXPECT_EQ(*file->metadata().get_u32("general.alignment"), alignment);
+  if (alignment != 32) {
+    EXPECT_EQ(*file->metadata().get_u32("general.alignment"), alignment);
+  }
   ASSERT_EQ(file->tensors().size(), kTensors.size());
   uint64_t running = 0;
   for (size_t i = 0; i < kTensors.size(); ++i) {
