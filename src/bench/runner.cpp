@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -40,7 +41,8 @@ class Runner {
   Status decode_greedy();
   void emit(std::span<const int32_t> ids);
   void report(std::string_view label, int64_t done, int64_t total) const {
-    if (cfg_.progress) cfg_.progress(label, done, total);
+    // A last window may emit past the goal; progress stops at 100%.
+    if (cfg_.progress) cfg_.progress(label, std::min(done, total), total);
   }
 
   const reference::Model& model_;
@@ -67,6 +69,7 @@ Status Runner::prefill() {
   const int64_t vocab = model_.config().n_vocab;
   const auto t0 = Clock::now();
   const double cpu0 = process_cpu_seconds();
+  report("prefill", 0, cfg_.ctx);
   for (int64_t p = 0; p < cfg_.ctx; p += cfg_.prefill_chunk) {
     const int64_t n = std::min(cfg_.prefill_chunk, cfg_.ctx - p);
     auto out = forward(std::span<const int32_t>(stream_).subspan(p, n), Phase::Prefill, false);
@@ -144,6 +147,7 @@ Result<RunResult> Runner::run() {
 
   STRATA_TRY(prefill());
   const double cpu0 = process_cpu_seconds();
+  report("decode", 0, cfg_.gen);
   STRATA_TRY(cfg_.forced ? decode_forced() : decode_greedy());
   r_.decode_cpu_s = process_cpu_seconds() - cpu0;
 

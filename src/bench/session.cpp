@@ -31,6 +31,11 @@ Status measure_roof(const Options& o, Report& rep, Progress& progress) {
   rep.bandwidth = *bw;
   progress.finish(fmt::format("measuring memory read bandwidth ({} MiB, {} threads)", probe_buffer_bytes(bo) >> 20,
                               rep.threads));
+  if (rep.machine.llc_bytes && rep.bandwidth.buffer_bytes < 2 * rep.machine.llc_bytes) {
+    rep.notes.push_back(fmt::format("the bandwidth probe's {} MiB buffer is under 2 x the {} MiB last-level cache: "
+                                    "the roof is partly cache bandwidth", rep.bandwidth.buffer_bytes >> 20,
+                                    rep.machine.llc_bytes >> 20));
+  }
   rep.peak_ram_reset = reset_peak_ram();
   if (!rep.peak_ram_reset) {
     rep.notes.push_back(fmt::format("VmHWM could not be reset after the bandwidth probe: peak_ram_bytes may include "

@@ -106,7 +106,7 @@ std::string to_svg(const Plot& plot) {
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
       "font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text x=\"{}\" y=\"24\" font-size=\"16\" font-weight=\"bold\">{}</text>\n",
+      "<text x=\"{}\" y=\"24\" font-size=\"14\" font-weight=\"bold\">{}</text>\n",
       kWidth, height, kWidth, height, kLeft, esc(plot.title));
   for (size_t i = 0; i < plot.series.size(); ++i) {
     out += panel(plot, plot.series[i], xs, kTop + 14 + i * (kPanel + kGap));

@@ -18,9 +18,9 @@ std::string header(const Report& rep) {
                                 rep.device, rep.engine, rep.threads);
   out += fmt::format("machine  {}, {} cores / {} threads, LLC {} MiB, RAM {}\n", rep.machine.cpu_model,
                      rep.machine.cores, rep.machine.threads, rep.machine.llc_bytes >> 20, gb(rep.machine.ram_bytes));
-  out += fmt::format("model    {} {}{}, {} layers x {} experts (top-{}), weights {}\n", m.source,
-                     m.recipe.value_or(m.name), m.source == "file" ? " (" + m.path + ")" : "", m.layers, m.experts,
-                     m.experts_used, gb(m.weight_bytes));
+  out += fmt::format("model    {} {}{}, {} layer{} x {} experts (top-{}), weights {}\n", m.source,
+                     m.recipe.value_or(m.name), m.source == "file" ? " (" + m.path + ")" : "", m.layers,
+                     m.layers == 1 ? "" : "s", m.experts, m.experts_used, gb(m.weight_bytes));
   out += fmt::format("memory   read roof {:.2f} GB/s (median of {} passes, {} MiB, {} threads, {})   peak RAM {}   "
                      "peak VRAM {}\n",
                      rep.bandwidth.gb_s, rep.bandwidth.passes_gb_s.size(), rep.bandwidth.buffer_bytes >> 20,

@@ -48,6 +48,8 @@ enum class Phase { Prefill, Decode, Commit };
 class StageMeter {
  public:
   explicit StageMeter(const reference::Model& model);
+  StageMeter(const StageMeter&) = delete;             // the sink captures `this`
+  StageMeter& operator=(const StageMeter&) = delete;
 
   // Brackets one forward call. count_bytes: attribute read bytes (decode and commit only;
   // prefill is timed, not counted). The state must be the one the forward advances.
