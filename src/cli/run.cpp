@@ -1,8 +1,10 @@
-// `strata run`: generation with the fp32 CPU reference forward (src/reference). It is the
-// executable spec, used by the oracle tests against transformers; slow by design.
+// `strata run`: generation with the fp32 CPU reference forward (src/reference), or with the
+// CUDA decoder (--device cuda). The reference is the executable spec, used by the oracle tests
+// against transformers; slow by design.
 //
 //   strata run -m tiny.gguf --tokens 1,2,3 -n 4 --logits-out logits.npy   (ids in, ids out)
 //   strata run -m model.gguf -p "Hello" --chat --think off --temp 0.7       (text, streamed)
+//   strata run -m tiny.gguf --tokens 1,2,3 -n 32 --spec 4 --ids-out ids.json  (speculative)
 //
 // With --tokens the ids are printed on one line and no stop token ends generation (a stable
 // interface for checks). With -p the text is tokenized with the GGUF's tokenizer (through the
@@ -11,23 +13,31 @@
 //
 // The prompt runs in one forward call (GDN in its chunked form, as transformers' prefill),
 // then every generated token but the last is fed back one at a time (GDN recurrent, as
-// transformers' decode). Output rows:
+// transformers' decode). With --spec N the generated tokens are fed back in verify windows of
+// up to N + 1 (engine/generate.h, docs/SPEC.md); on the reference a window computes exactly
+// what token-by-token feeding computes, so greedy output is identical and sampled output has
+// the same distribution. Output rows (the same with and without --spec):
 //   --logits-out      [P + N - 1, n_vocab] (P = prompt length; [P, n_vocab] when N = 0):
 //                     row i is the logits at position i, so row P-1+k scores generated token k.
 //   --mtp-logits-out  [P + N - 1, n_vocab] ([P - 1, n_vocab] when N = 0): row i is the MTP
 //                     head's draft logits at position i (from the trunk's wide residual at i and
 //                     the token at i+1), i.e. its guess for the token at i+2.
 #include <algorithm>
-#include <chrono>
 #include <optional>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "strata/engine/backend.h"
+#include "strata/engine/generate.h"
 #include "strata/engine/sampler.h"
+#if STRATA_HAVE_CUDA
+#include "strata/cuda/engine_backend.h"
+#endif
 #include "strata/model/chat.h"
 #include "strata/model/tokenizer.h"
 #include "strata/reference/forward.h"
@@ -48,6 +58,10 @@ struct RunOptions {
   std::string mtp_logits_out;
   bool no_chunked = false;
   int threads = 0;
+  engine::SpecConfig spec;
+  std::string spec_source = "auto";
+  std::string ids_out;
+  std::string device = "cpu";
 };
 
 Result<std::vector<int32_t>> parse_tokens(const std::string& text) {
@@ -126,12 +140,31 @@ class TokenSink {
   std::vector<int32_t> ids_;
 };
 
-// Runs the MTP head for one pending position when --mtp-logits-out is asked for.
-Status mtp_step(const reference::Model& model, reference::SequenceState& state, std::span<const float> wide,
-                std::span<const int32_t> next, const reference::ForwardOptions& fo, std::vector<float>& rows) {
-  auto out = reference::forward_mtp(model, state, wide, next, fo);
-  if (!out) return out.status();
-  rows.insert(rows.end(), out->logits.begin(), out->logits.end());
+nlohmann::json stats_json(const engine::SpecStats& s, const RunOptions& opt, const engine::Backend& backend) {
+  return {{"spec", opt.spec.max_drafts},
+          {"source", opt.spec_source},
+          {"min_p", opt.spec.min_p},
+          {"backend", backend.name()},
+          {"mtp_available", backend.has_mtp()},
+          {"windows", s.windows},
+          {"drafted", s.drafted},
+          {"accepted", s.accepted},
+          {"acceptance_rate", s.acceptance_rate()},
+          {"accepted_per_window", s.accepted_per_window()},
+          {"tokens_per_window", s.tokens_per_window()},
+          {"mtp", {{"windows", s.mtp_windows}, {"drafted", s.mtp_drafted}, {"accepted", s.mtp_accepted}}},
+          {"lookup", {{"windows", s.lookup_windows}, {"drafted", s.lookup_drafted}, {"accepted", s.lookup_accepted}}}};
+}
+
+Status write_ids_json(const std::string& path, const engine::GenerateResult& r, const RunOptions& opt,
+                      const engine::Backend& backend) {
+  const nlohmann::json doc = {
+      {"ids", r.ids}, {"prompt_tokens", r.prompt_tokens}, {"stats", stats_json(r.stats, opt, backend)}};
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return Status::error(fmt::format("strata run: --ids-out: cannot write {}", path));
+  const std::string text = doc.dump() + "\n";
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) return Status::error(fmt::format("strata run: --ids-out: error writing {}", path));
   return Status::ok_status();
 }
 
@@ -159,48 +192,58 @@ Status run(const RunOptions& opt) {
     return Status::error(fmt::format("strata run: --mtp-logits-out: {} has no MTP block (nextn_predict_layers)", opt.model));
   }
 
-  reference::ForwardOptions fo;
-  fo.gdn = opt.no_chunked ? reference::GdnPath::Recurrent : reference::GdnPath::Auto;
-  reference::SequenceState state = reference::SequenceState::create(c);
-  const int64_t vocab = c.n_vocab, wide = c.n_wide();
-  std::vector<float> logits_rows, mtp_rows;
+  const bool cuda = opt.device == "cuda";
+  const bool spec_mtp = opt.spec.max_drafts > 0 && opt.spec.source != engine::DraftSource::Lookup;
+  if (opt.spec.source == engine::DraftSource::Mtp && opt.spec.max_drafts > 0) {
+    if (!c.plan.has_mtp()) {
+      return Status::error(fmt::format("strata run: --spec-source mtp: {} has no MTP block (nextn_predict_layers)", opt.model));
+    }
+    if (cuda) return Status::error("strata run: --spec-source mtp: the CUDA backend has no MTP head yet; use lookup or auto");
+  }
+  if (want_mtp && cuda) return Status::error("strata run: --mtp-logits-out needs --device cpu (no MTP head on CUDA yet)");
+
+  engine::BackendOptions bo;
+  bo.device = cuda ? engine::Device::Cuda : engine::Device::Cpu;
+  // The CUDA backend drafts by lookup only: auto falls back to it there.
+  bo.mtp = want_mtp || (spec_mtp && !cuda && c.plan.has_mtp());
+  bo.prefill_gdn = opt.no_chunked ? reference::GdnPath::Recurrent : reference::GdnPath::Auto;
+#if STRATA_HAVE_CUDA
+  auto backend = cuda ? cuda::create_engine_backend(model, bo) : engine::create_backend(model, bo);
+#else
+  auto backend = engine::create_backend(model, bo);
+#endif
+  if (!backend) return backend.status();
+
+  engine::GenerateOptions go;
+  go.n_generate = opt.n_generate;
+  go.spec = opt.spec;
+  go.record_logits = !opt.logits_out.empty();
+  go.record_mtp_logits = want_mtp;
   TokenSink sink(tokenizer ? &*tokenizer : nullptr);
-
-  const auto t0 = std::chrono::steady_clock::now();
-  auto out = reference::forward(model, state, *prompt, fo);
-  if (!out) return out.status();
-  const int64_t p = out->n_tok;
-  logits_rows = out->logits;
-  if (want_mtp && p > 1) {
-    STRATA_TRY(mtp_step(model, state, {out->wide.data(), static_cast<size_t>((p - 1) * wide)},
-                        std::span<const int32_t>(*prompt).subspan(1), fo, mtp_rows));
-  }
-  std::vector<float> last_wide(out->wide.end() - wide, out->wide.end());
-  std::vector<float> last_logits(out->logits.end() - vocab, out->logits.end());
-  const auto t1 = std::chrono::steady_clock::now();
-
-  for (int i = 0; i < opt.n_generate; ++i) {
-    const int32_t next = sampler->sample(last_logits);
-    if (next < 0) return Status::error("strata run: the model produced no finite logit");
-    const bool go_on = sink.push(next);
-    if (want_mtp) STRATA_TRY(mtp_step(model, state, last_wide, {&next, 1}, fo, mtp_rows));
-    if (!go_on || i + 1 == opt.n_generate) break;  // the last token is printed, not fed
-    auto step = reference::forward(model, state, {&next, 1}, fo);
-    if (!step) return step.status();
-    logits_rows.insert(logits_rows.end(), step->logits.begin(), step->logits.end());
-    last_logits = step->logits;
-    last_wide = step->wide;
-  }
-  const auto t2 = std::chrono::steady_clock::now();
+  auto result = engine::generate(**backend, *sampler, *prompt, go, [&](int32_t id) { return sink.push(id); });
+  if (!result) return result.status();
+  const engine::GenerateResult& r = *result;
 
   sink.finish();
-  const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
-  const double decode_s = std::chrono::duration<double>(t2 - t1).count();
+  const int64_t p = r.prompt_tokens, vocab = c.n_vocab;
+  const std::string engine_name =
+      cuda ? std::string("cuda") : fmt::format("fp32 reference, {} threads", model.pool().size());
   fmt::print(stderr,
              "strata run: prompt {} tokens in {:.3f} s ({:.2f} tok/s), generated {} tokens in {:.3f} s ({:.2f} tok/s) "
-             "(fp32 reference, {} threads)\n",
-             p, prefill_s, p / std::max(prefill_s, 1e-9), sink.count(), decode_s,
-             sink.count() / std::max(decode_s, 1e-9), model.pool().size());
+             "({})\n",
+             p, r.prefill_s, p / std::max(r.prefill_s, 1e-9), sink.count(), r.decode_s,
+             sink.count() / std::max(r.decode_s, 1e-9), engine_name);
+  if (opt.spec.max_drafts > 0) {
+    fmt::print(stderr, "strata run: {} (--spec {}, source {}{})\n", r.stats.summary(), opt.spec.max_drafts,
+               opt.spec_source,
+               (*backend)->has_mtp() || opt.spec.source == engine::DraftSource::Lookup
+                   ? ""
+                   : cuda ? "; the CUDA backend has no MTP head yet: prompt lookup only"
+                          : "; the model has no MTP head: prompt lookup only");
+  }
+  if (!opt.ids_out.empty()) STRATA_TRY(write_ids_json(opt.ids_out, r, opt, **backend));
+  const std::vector<float>& logits_rows = r.logits;
+  const std::vector<float>& mtp_rows = r.mtp_logits;
 
   if (!opt.logits_out.empty()) {
     STRATA_TRY(reference::write_npy_f32(opt.logits_out, logits_rows, static_cast<int64_t>(logits_rows.size()) / vocab, vocab));
@@ -219,7 +262,9 @@ CommandMain add_run_command(CLI::App& app) {
       "With --tokens: prints the generated ids, comma-separated, on one line; no stop token ends it.\n"
       "With -p: streams the generated text and stops at an end-of-generation token.\n"
       "The prompt runs in one pass (chunked GDN), generated tokens are fed back one at a time\n"
-      "(recurrent GDN), as transformers does.");
+      "(recurrent GDN), as transformers does; with --spec N in verify windows of up to N+1 tokens\n"
+      "(drafts from the MTP head or prompt lookup), which changes no greedy token and no sampled\n"
+      "distribution (docs/SPEC.md).");
   auto opt = std::make_shared<RunOptions>();
   app.add_option("-m,--model", opt->model, "qwen4exp GGUF file (any shard of a split set)")->required();
   app.add_option("--tokens", opt->tokens, "prompt token ids, comma-separated (e.g. 1,2,3); prints ids");
@@ -243,7 +288,27 @@ CommandMain add_run_command(CLI::App& app) {
                "run GDN token by token (the recurrent form) everywhere, also for the prompt; for checking\n"
                "chunked == recurrent");
   app.add_option("--threads", opt->threads, "worker threads (default: all hardware threads)");
+  app.add_option("--spec", opt->spec.max_drafts,
+                 "speculative decoding: up to N draft tokens per verify window (0 = off, the default; N <= 7)")
+      ->check(CLI::Range(0, engine::kMaxDrafts));
+  app.add_option("--spec-min-p", opt->spec.min_p,
+                 "stop the MTP draft chain before a draft whose head probability (softmax at temperature 1)\n"
+                 "is below P (default 0: draft N tokens)")
+      ->check(CLI::Range(0.0f, 1.0f));
+  app.add_option("--spec-source", opt->spec_source,
+                 "draft source: mtp (the MTP head), lookup (prompt lookup: what followed the newest 3-, 2- or\n"
+                 "1-gram earlier in the context), auto (lookup when the newest 3-gram recurs, else MTP; the\n"
+                 "default). The CUDA backend has no MTP head yet: lookup only there")
+      ->check(CLI::IsMember({"mtp", "lookup", "auto"}));
+  app.add_option("--ids-out", opt->ids_out,
+                 "write the generated token ids as JSON: {\"ids\": [...], \"prompt_tokens\": P, \"stats\": {...}}\n"
+                 "(stats: windows, drafted, accepted, acceptance_rate, accepted/tokens per window, by source)");
+  app.add_option("--device", opt->device, "cpu (the fp32 reference, the default) or cuda (the CUDA decoder)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   return [opt]() {
+    opt->spec.source = opt->spec_source == "mtp"      ? engine::DraftSource::Mtp
+                       : opt->spec_source == "lookup" ? engine::DraftSource::Lookup
+                                                      : engine::DraftSource::Auto;
     const Status s = run(*opt);
     if (!s.ok()) {
       fmt::print(stderr, "{}\n", s.message());
