@@ -1,9 +1,12 @@
-// `strata parity [--json FILE] [--bench] [--filter TEXT] [--seed N] [--device N] [--host-only]`:
-// every CUDA kernel of the decode path against the CPU reference, one line per case, and with
-// --bench the time and bandwidth of each mmvq case. Exit code 1 on any failed case. The rules
-// are in docs/PARITY.md; the harness is src/cuda/parity.cpp.
+// `strata parity [--json FILE] [--bench] [--filter TEXT] [--seed N] [--device N] [--host-only]
+// [--model F]... [--synth-slices]`: every CUDA kernel of the decode path against the CPU
+// reference, one line per case, with --bench the time and bandwidth of each mmvq case, and with
+// --model / --synth-slices the whole decoder against reference::forward on those files. Exit
+// code 1 on any failed case. The rules are in docs/PARITY.md; the harness is src/cuda/parity.cpp.
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -24,6 +27,8 @@ struct ParityCliOptions {
   bool bench = false;
   int bench_reps = 20;
   bool host_only = false;
+  std::vector<std::string> models;
+  bool synth_slices = false;
 };
 
 #ifdef STRATA_HAVE_CUDA
@@ -36,6 +41,8 @@ int run_parity_command(const ParityCliOptions& o) {
   opt.bench = o.bench;
   opt.bench_reps = o.bench_reps;
   opt.host_only = o.host_only;
+  opt.models = o.models;
+  opt.synth_slices = o.synth_slices;
   auto summary = cuda::run_parity(opt);
   if (!summary) {
     fmt::print(stderr, "strata parity: {}\n", summary.error());
@@ -62,6 +69,9 @@ CommandMain add_parity_command(CLI::App& app) {
   app.add_option("--seed", opt->seed, "Seed of the random inputs");
   app.add_option("--device", opt->device, "CUDA device index")->check(CLI::NonNegativeNumber);
   app.add_flag("--host-only", opt->host_only, "Only the host run of the device decoders (no GPU needed)");
+  app.add_option("--model", opt->models, "A GGUF file for the whole-decoder checks (repeatable)")->check(CLI::ExistingFile);
+  app.add_flag("--synth-slices", opt->synth_slices,
+               "Whole-decoder stage check on a 4-layer, 16-expert synthetic slice of every recipe");
   return [opt] { return run_parity_command(*opt); };
 }
 

@@ -11,6 +11,8 @@
 namespace strata::cuda::mmvq_detail {
 namespace {
 
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
 constexpr int kRows = 4;
 
 template <Type WT>

@@ -15,13 +15,18 @@
 //   * Types with a scale per 16 elements (kSplit) run two mmas per chunk with the other half's
 //     lanes zeroed; types with a min (kMin) add min x d_a x sum(q_a), where sum(q_a) comes from one
 //     more mma with A = ones. Everything stays exact integer arithmetic until the per-chunk scale.
-//   * A CTA is 8 warps: 8/ksplit row groups x ksplit K-parts. All warps of a CTA step through K
-//     together: per step the CTA stages, with 16-byte cp.async copies, each warp's rows x 256
-//     elements of W (aligned cover of each row's segment; blocks are only 2-byte aligned) and the
-//     T activation rows' blocks for the step, kStages deep. K-parts are summed in a fixed order at
-//     the end of a row tile, so results are deterministic run to run.
-//   * The grid is persistent: CTA b takes row tiles b, b + grid, ...; its (tile, step) sequence is
-//     one pipeline, so the copies of the next tile overlap the current tile's math.
+//   * A CTA is `groups` row groups x `ksplit` K-parts, one warp each (1..16 warps). K-part kp of a
+//     row group takes the steps kp, kp + ksplit, ... of its rows. Every warp streams through its
+//     own cp.async ring, kStages deep: per step it stages its rows' 256-element segments (16-byte
+//     copies of each segment's aligned cover; blocks are only 2-byte aligned) and the T
+//     activation rows' 8 q8_1 blocks of the step. Warps synchronise only with themselves
+//     (__syncwarp) while streaming, so each keeps kStages - 1 steps of loads in flight whatever its
+//     neighbours do; that, and many small CTAs per SM, is what covers the HBM latency.
+//   * At the end the K-parts of a row group are summed in the fixed order kp = 0, 1, ... through
+//     shared memory (one CTA barrier), so results are deterministic run to run; for a given
+//     ksplit the summation is the same as a single warp walking its steps in order.
+//   * The grid is one CTA per `groups` row groups (no persistent loop): rows are few enough per
+//     launch that the block scheduler's refill costs less than a serialised pipeline would.
 #pragma once
 
 #include <cstddef>
@@ -36,12 +41,17 @@ namespace strata::cuda::mmvq_detail {
 
 using quant::Type;
 
-inline constexpr int kWarps = 8;
-inline constexpr int kThreads = kWarps * 32;
+inline constexpr int kMaxWarps = 16;         // per CTA; 512 threads leave 128 registers a thread
+inline constexpr int kMaxThreads = kMaxWarps * 32;
 inline constexpr int kStages = 3;            // cp.async ring depth (2 steps in flight while one computes)
 inline constexpr int kStepElems = 256;       // K per warp step: one super-block, or 8 / 4 small blocks
 inline constexpr int kStepChunks = kStepElems / 32;
 inline constexpr int kActBlockBytes = 36;    // q8_1
+// One step's activation blocks of one window row. A step starts at chunk 8 s, byte 288 s of a
+// 16-byte aligned row, so the segment is 16-byte aligned and needs no cover. 288 = 32 mod 128:
+// rows t = 0..3 read by one instruction start on different bank quads.
+inline constexpr int kActStepBytes = kStepChunks * kActBlockBytes;
+static_assert(kActStepBytes % 16 == 0 && kActStepBytes % 128 == 32, "activation step layout");
 
 // What the launcher hands to the kernel (validated by cuda::mmvq).
 struct Shape {
@@ -78,14 +88,6 @@ constexpr int row_slot_bytes(int step_bytes) {
   return s;
 }
 
-// Staged bytes per activation row for a CTA step of ksplit * 8 chunks (cover of a 4-byte aligned
-// run), padded to 32 mod 128 so that rows t = 0..3 read by one instruction hit different banks.
-constexpr int act_slot_bytes(int ksplit) {
-  int s = ksplit * kStepChunks * kActBlockBytes + 16;
-  while (s % 128 != 32) s += 16;
-  return s;
-}
-
 template <Type T>
 struct Geometry {
   using Q = qd::Dec<T>;
@@ -97,12 +99,19 @@ struct Geometry {
   static_assert(Q::QK <= kStepElems && kStepElems % Q::QK == 0, "a step must hold whole blocks");
 };
 
+// One ring stage of one warp: its 16 * MT row segments, then the T activation segments.
 template <Type T, int MT>
-constexpr size_t smem_bytes(int ksplit, int t_rows) {
-  using G = Geometry<T>;
-  const size_t stage = static_cast<size_t>(kWarps) * 16 * MT * G::kSlot + static_cast<size_t>(t_rows) * act_slot_bytes(ksplit);
-  const size_t reduce = static_cast<size_t>(kWarps) * MT * 4 * 32 * sizeof(float);
-  return G::kTableBytes + kStages * stage + reduce;
+constexpr int stage_bytes(int t_rows) {
+  return 16 * MT * Geometry<T>::kSlot + t_rows * kActStepBytes;
+}
+
+// Dynamic shared memory of a CTA of `warps` warps: the grid table, one ring per warp, and one
+// accumulator tile per warp for the K-part reduction.
+template <Type T, int MT>
+constexpr size_t smem_bytes(int warps, int t_rows) {
+  const size_t ring = static_cast<size_t>(kStages) * stage_bytes<T, MT>(t_rows);
+  const size_t reduce = static_cast<size_t>(MT) * 4 * 32 * sizeof(float);
+  return Geometry<T>::kTableBytes + static_cast<size_t>(warps) * (ring + reduce);
 }
 
 __device__ __forceinline__ const uint8_t* align_down16(const uint8_t* p) {
@@ -119,58 +128,54 @@ __device__ __forceinline__ void stage_piece(uint8_t* dst, const uint8_t* seg, in
   if (avail > 0) cp_async16(dst + 16 * piece, src, avail < 16 ? avail : 16);
 }
 
+// The codes of a live row's group, zero for a row past the matrix's end. The dead row's slot holds
+// stale bytes; decoding and discarding them keeps the chunk code free of branches, and every table
+// index a decoder forms is in range whatever the bytes are.
+template <class Q>
+__device__ __forceinline__ qd::Group live_group(const uint8_t* b, int ch, int q, const qd::Tables& tb, bool live) {
+  const qd::Group v = Q::group(b, ch, q, tb);
+  return {live ? v.lo : 0u, live ? v.hi : 0u};
+}
+// A live row's scale or min, 0 for a dead row (a select: the stale value may be any float).
+__device__ __forceinline__ float live_value(bool live, float v) { return live ? v : 0.0f; }
+
+// Launched with blockDim.x = 32 * groups * ksplit; CTA b owns row groups b * groups .. + groups - 1.
 template <Type T, int MT>
-__global__ void __launch_bounds__(kThreads) mmvq_decode_kernel(const Shape p, const int ksplit, const int n_tiles) {
+__global__ void __launch_bounds__(kMaxThreads) mmvq_decode_kernel(const Shape p, const int ksplit) {
   using Q = qd::Dec<T>;
   using G = Geometry<T>;
   extern __shared__ __align__(16) uint8_t smem[];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, q = lane & 3;
+  const int nwarps = static_cast<int>(blockDim.x) >> 5;
   const int kp = warp % ksplit, mg = warp / ksplit;
-  const int groups_per_tile = kWarps / ksplit;
-  const int nsteps = (p.nchunks + kStepChunks - 1) / kStepChunks;  // 256-element steps per row
-  const int steps_per_tile = (nsteps + ksplit - 1) / ksplit;
-  const int my_tiles = static_cast<int>(blockIdx.x) < n_tiles ? (n_tiles - 1 - static_cast<int>(blockIdx.x)) / gridDim.x + 1 : 0;
-  const int total = my_tiles * steps_per_tile;
-  const int aslot = act_slot_bytes(ksplit);
-  const int w_bytes = kWarps * 16 * MT * G::kSlot;
-  const int stage_bytes = w_bytes + p.T * aslot;
+  const int groups = nwarps / ksplit;
+  const int r0 = (static_cast<int>(blockIdx.x) * groups + mg) * 16 * MT;  // first row of this warp's group
+  const int nsteps = (p.nchunks + kStepChunks - 1) / kStepChunks;        // 256-element steps per row
+  // Steps kp, kp + ksplit, ... < nsteps (warp-uniform; 0 for a warp past the last row).
+  const int my_steps = r0 < p.rows && kp < nsteps ? (nsteps - 1 - kp) / ksplit + 1 : 0;
+  const int sbytes = stage_bytes<T, MT>(p.T);
+  const int w_bytes = 16 * MT * G::kSlot;
+  uint8_t* ring = smem + G::kTableBytes + warp * kStages * sbytes;
+  float* red = reinterpret_cast<float*>(smem + G::kTableBytes + nwarps * kStages * sbytes);
 
-  // The type's grid table, copied once per CTA (the persistent grid amortizes it).
-  if constexpr (G::kTableBytes > 0) {
-    const uint4* src = static_cast<const uint4*>(qd::GridTable<Q::kGrid>::ptr());
-    for (int i = threadIdx.x; i < G::kTableBytes / 16; i += kThreads) reinterpret_cast<uint4*>(smem)[i] = src[i];
-  }
-  const qd::Tables tb = qd::tables_at<Q::kGrid>(smem);
-  uint8_t* stages = smem + G::kTableBytes;
-  float* red = reinterpret_cast<float*>(stages + kStages * stage_bytes);
-
-  // Pipeline index -> (row tile, step within the tile).
-  const auto tile_of = [&](int idx) { return static_cast<int>(blockIdx.x) + (idx / steps_per_tile) * static_cast<int>(gridDim.x); };
-  const auto step_of = [&](int idx) { return idx % steps_per_tile; };
-
-  const auto issue = [&](int idx) {
-    const int tile = tile_of(idx), j = step_of(idx);
-    uint8_t* st = stages + (idx % kStages) * stage_bytes;
-    const int sb = j * ksplit + kp;
-    if (sb < nsteps) {  // this warp's rows x step sb
-      const int r0 = (tile * groups_per_tile + mg) * 16 * MT;
-      const int64_t off = static_cast<int64_t>(sb) * G::kStepBytes;
-      const int len = static_cast<int>(p.row_bytes - off < G::kStepBytes ? p.row_bytes - off : G::kStepBytes);
-      uint8_t* wdst = st + warp * 16 * MT * G::kSlot;
-      for (int i = lane; i < 16 * MT * G::kPieces; i += 32) {
-        const int rr = i / G::kPieces, piece = i % G::kPieces;
-        if (r0 + rr < p.rows) stage_piece(wdst + rr * G::kSlot, p.w + (r0 + rr) * p.row_bytes + off, len, piece);
-      }
+  // Stage j of this warp: step sb = kp + j * ksplit of its rows and of the window's activations.
+  const auto issue = [&](int j) {
+    uint8_t* st = ring + (j % kStages) * sbytes;
+    const int sb = kp + j * ksplit;
+    const int64_t off = static_cast<int64_t>(sb) * G::kStepBytes;
+    const int len = static_cast<int>(p.row_bytes - off < G::kStepBytes ? p.row_bytes - off : G::kStepBytes);
+    for (int i = lane; i < 16 * MT * G::kPieces; i += 32) {
+      const int rr = i / G::kPieces, piece = i % G::kPieces;
+      if (r0 + rr < p.rows) stage_piece(st + rr * G::kSlot, p.w + (r0 + rr) * p.row_bytes + off, len, piece);
     }
-    // The window's activation blocks for chunks [c0, c1), shared by the CTA's row groups.
-    const int c0 = j * ksplit * kStepChunks;
-    const int c1 = c0 + ksplit * kStepChunks < p.nchunks ? c0 + ksplit * kStepChunks : p.nchunks;
-    const int apieces = aslot / 16;
-    for (int i = threadIdx.x; i < p.T * apieces; i += kThreads) {
-      const int t = i / apieces, piece = i % apieces;
-      stage_piece(st + w_bytes + t * aslot, p.act + t * p.act_stride + c0 * kActBlockBytes, (c1 - c0) * kActBlockBytes, piece);
+    const int c0 = sb * kStepChunks;
+    const int alen = (p.nchunks - c0 < kStepChunks ? p.nchunks - c0 : kStepChunks) * kActBlockBytes;
+    constexpr int kActPieces = kActStepBytes / 16;
+    for (int i = lane; i < p.T * kActPieces; i += 32) {
+      const int t = i / kActPieces, piece = i % kActPieces;
+      stage_piece(st + w_bytes + t * kActStepBytes, p.act + t * p.act_stride + c0 * kActBlockBytes, alen, piece);
     }
   };
 
@@ -179,18 +184,15 @@ __global__ void __launch_bounds__(kThreads) mmvq_decode_kernel(const Shape p, co
   for (int m = 0; m < MT; ++m)
     for (int i = 0; i < 4; ++i) acc[m][i] = 0.0f;
 
-  const auto compute = [&](int idx) {
-    const int tile = tile_of(idx), j = step_of(idx);
-    const int sb = j * ksplit + kp;
-    if (sb >= nsteps) return;  // warp-uniform
-    const uint8_t* st = stages + (idx % kStages) * stage_bytes;
-    const int c0 = j * ksplit * kStepChunks;
-    const int r0 = (tile * groups_per_tile + mg) * 16 * MT;
+  // The math of stage j (its copies have landed and are visible to the whole warp).
+  const auto compute = [&](int j, const qd::Tables& tb) {
+    const uint8_t* st = ring + (j % kStages) * sbytes;
+    const int sb = kp + j * ksplit;
     const int64_t off = static_cast<int64_t>(sb) * G::kStepBytes;
 
     // Activation rows this lane reads: t = g for the B fragment, t = 2q, 2q+1 for the scales.
     const uint8_t* ast = st + w_bytes;
-    const auto act_row = [&](int t) { return ast + t * aslot + misalign16(p.act + t * p.act_stride + c0 * kActBlockBytes); };
+    const auto act_row = [&](int t) { return ast + t * kActStepBytes; };
     const uint8_t* a_b = act_row(g < p.T ? g : 0);
     const uint8_t* a_d0 = act_row(2 * q < p.T ? 2 * q : 0);
     const uint8_t* a_d1 = act_row(2 * q + 1 < p.T ? 2 * q + 1 : 0);
@@ -205,14 +207,13 @@ __global__ void __launch_bounds__(kThreads) mmvq_decode_kernel(const Shape p, co
       for (int h = 0; h < 2; ++h) {
         const int rr = 16 * m + g + 8 * h;
         row_live[m][h] = r0 + rr < p.rows;
-        rowp[m][h] = st + warp * 16 * MT * G::kSlot + rr * G::kSlot + misalign16(p.w + (r0 + rr) * p.row_bytes + off);
+        rowp[m][h] = st + rr * G::kSlot + misalign16(p.w + (r0 + rr) * p.row_bytes + off);
       }
 
-    const int nc = p.nchunks - sb * kStepChunks < kStepChunks ? p.nchunks - sb * kStepChunks : kStepChunks;
-#pragma unroll
-    for (int cc = 0; cc < kStepChunks; ++cc) {
-      if (cc >= nc) break;  // warp-uniform: only a short last step of a 32/64-element type
-      const int ab = (sb * kStepChunks + cc - c0) * kActBlockBytes;
+    // One 32-element chunk: decode, one (or two) mma, scale into the accumulators. Branch-free,
+    // so that the compiler can overlap the loads of the next chunks with this one's math.
+    const auto chunk = [&](const int cc) {
+      const int ab = cc * kActBlockBytes;  // the stage's activations start at chunk sb * 8
       int b[2] = {0, 0};
       if (b_live) {
         b[0] = *reinterpret_cast<const int*>(a_b + ab + 4 + 8 * q);
@@ -233,22 +234,21 @@ __global__ void __launch_bounds__(kThreads) mmvq_decode_kernel(const Shape p, co
       for (int m = 0; m < MT; ++m) {
         const uint8_t* ba = rowp[m][0] + blk * Q::TS;
         const uint8_t* bb = rowp[m][1] + blk * Q::TS;
-        qd::Group ga{0, 0}, gb{0, 0};
-        if (row_live[m][0]) ga = Q::group(ba, ch, q, tb);
-        if (row_live[m][1]) gb = Q::group(bb, ch, q, tb);
+        const qd::Group ga = live_group<Q>(ba, ch, q, tb, row_live[m][0]);
+        const qd::Group gb = live_group<Q>(bb, ch, q, tb, row_live[m][1]);
         if constexpr (!Q::kSplit) {
           int c[4] = {0, 0, 0, 0};
           const int a[4] = {static_cast<int>(ga.lo), static_cast<int>(gb.lo), static_cast<int>(ga.hi), static_cast<int>(gb.hi)};
           mma_s8_16x8x32(c, a, b);
-          const float sa = row_live[m][0] ? Q::scale(ba, ch, 0) : 0.0f;
-          const float sbb = row_live[m][1] ? Q::scale(bb, ch, 0) : 0.0f;
+          const float sa = live_value(row_live[m][0], Q::scale(ba, ch, 0));
+          const float sbb = live_value(row_live[m][1], Q::scale(bb, ch, 0));
           acc[m][0] = fmaf(sa * da0, static_cast<float>(c[0]), acc[m][0]);
           acc[m][1] = fmaf(sa * da1, static_cast<float>(c[1]), acc[m][1]);
           acc[m][2] = fmaf(sbb * da0, static_cast<float>(c[2]), acc[m][2]);
           acc[m][3] = fmaf(sbb * da1, static_cast<float>(c[3]), acc[m][3]);
           if constexpr (Q::kMin) {
-            const float ma = row_live[m][0] ? Q::min(ba, ch) : 0.0f;
-            const float mb = row_live[m][1] ? Q::min(bb, ch) : 0.0f;
+            const float ma = live_value(row_live[m][0], Q::min(ba, ch));
+            const float mb = live_value(row_live[m][1], Q::min(bb, ch));
             acc[m][0] = fmaf(ma, s0, acc[m][0]);
             acc[m][1] = fmaf(ma, s1, acc[m][1]);
             acc[m][2] = fmaf(mb, s0, acc[m][2]);
@@ -265,101 +265,145 @@ __global__ void __launch_bounds__(kThreads) mmvq_decode_kernel(const Shape p, co
           int c0h[4] = {0, 0, 0, 0}, c1h[4] = {0, 0, 0, 0};
           mma_s8_16x8x32(c0h, a_lo, b);
           mma_s8_16x8x32(c1h, a_hi, b);
-          const float sa0 = row_live[m][0] ? Q::scale(ba, ch, 0) : 0.0f;
-          const float sa1 = row_live[m][0] ? Q::scale(ba, ch, 1) : 0.0f;
-          const float sb0 = row_live[m][1] ? Q::scale(bb, ch, 0) : 0.0f;
-          const float sb1 = row_live[m][1] ? Q::scale(bb, ch, 1) : 0.0f;
+          const float sa0 = live_value(row_live[m][0], Q::scale(ba, ch, 0));
+          const float sa1 = live_value(row_live[m][0], Q::scale(ba, ch, 1));
+          const float sb0 = live_value(row_live[m][1], Q::scale(bb, ch, 0));
+          const float sb1 = live_value(row_live[m][1], Q::scale(bb, ch, 1));
           acc[m][0] = fmaf(sa1 * da0, static_cast<float>(c1h[0]), fmaf(sa0 * da0, static_cast<float>(c0h[0]), acc[m][0]));
           acc[m][1] = fmaf(sa1 * da1, static_cast<float>(c1h[1]), fmaf(sa0 * da1, static_cast<float>(c0h[1]), acc[m][1]));
           acc[m][2] = fmaf(sb1 * da0, static_cast<float>(c1h[2]), fmaf(sb0 * da0, static_cast<float>(c0h[2]), acc[m][2]));
           acc[m][3] = fmaf(sb1 * da1, static_cast<float>(c1h[3]), fmaf(sb0 * da1, static_cast<float>(c0h[3]), acc[m][3]));
         }
       }
+    };
+
+    const int nc = p.nchunks - sb * kStepChunks < kStepChunks ? p.nchunks - sb * kStepChunks : kStepChunks;
+    if (nc == kStepChunks) {  // warp-uniform; a short step is only the last one of a 32/64-element type
+#pragma unroll
+      for (int cc = 0; cc < kStepChunks; ++cc) chunk(cc);
+    } else {
+#pragma unroll 1
+      for (int cc = 0; cc < nc; ++cc) chunk(cc);
     }
   };
 
-  // End of a row tile: sum the K-parts in order kp = 0, 1, ... and write y.
-  const auto finish = [&](int idx) {
-    const int r0 = (tile_of(idx) * groups_per_tile + mg) * 16 * MT;
-    if (ksplit > 1) {
+
+  // Fill the ring, then copy the type's grid table; the barrier publishes the table (the only one
+  // before the reduction: from here each warp paces itself).
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < my_steps) issue(s);
+    cp_async_commit();
+  }
+  if constexpr (G::kTableBytes > 0) {
+    const uint4* src = static_cast<const uint4*>(qd::GridTable<Q::kGrid>::ptr());
+    for (int i = threadIdx.x; i < G::kTableBytes / 16; i += static_cast<int>(blockDim.x)) reinterpret_cast<uint4*>(smem)[i] = src[i];
+  }
+  __syncthreads();
+  const qd::Tables tb = qd::tables_at<Q::kGrid>(smem);
+
+  for (int j = 0; j < my_steps; ++j) {
+    if (j + kStages - 1 < my_steps) issue(j + kStages - 1);
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();
+    __syncwarp();  // every lane's copies of stage j visible to the warp
+    compute(j, tb);
+    __syncwarp();  // stage j's slot may be refilled by the next iteration's issue
+  }
+
+  // Sum the K-parts of each row group in order kp = 0, 1, ... and write y.
+  if (ksplit > 1) {  // CTA-uniform
 #pragma unroll
-      for (int m = 0; m < MT; ++m)
-        for (int i = 0; i < 4; ++i) red[((warp * MT + m) * 4 + i) * 32 + lane] = acc[m][i];
-      __syncthreads();
-      if (kp == 0) {
-#pragma unroll
-        for (int m = 0; m < MT; ++m)
-          for (int i = 0; i < 4; ++i) {
-            float s = 0.0f;
-            for (int k = 0; k < ksplit; ++k) s += red[(((mg * ksplit + k) * MT + m) * 4 + i) * 32 + lane];
-            acc[m][i] = s;
-          }
-      }
-    }
+    for (int m = 0; m < MT; ++m)
+      for (int i = 0; i < 4; ++i) red[((warp * MT + m) * 4 + i) * 32 + lane] = acc[m][i];
+    __syncthreads();
     if (kp == 0) {
 #pragma unroll
       for (int m = 0; m < MT; ++m)
         for (int i = 0; i < 4; ++i) {
-          const int row = r0 + 16 * m + g + 8 * (i >> 1);
-          const int t = 2 * q + (i & 1);
-          if (row < p.rows && t < p.T) p.y[t * p.y_stride + row] = acc[m][i];
+          float s = 0.0f;
+          for (int k = 0; k < ksplit; ++k) s += red[(((mg * ksplit + k) * MT + m) * 4 + i) * 32 + lane];
+          acc[m][i] = s;
         }
     }
+  }
+  if (kp == 0) {
 #pragma unroll
     for (int m = 0; m < MT; ++m)
-      for (int i = 0; i < 4; ++i) acc[m][i] = 0.0f;
-  };
-
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < total) issue(s);
-    cp_async_commit();
-  }
-  for (int idx = 0; idx < total; ++idx) {
-    if (idx + kStages - 1 < total) issue(idx + kStages - 1);
-    cp_async_commit();
-    cp_async_wait<kStages - 1>();
-    __syncthreads();  // stage idx visible to every warp
-    compute(idx);
-    if (step_of(idx) == steps_per_tile - 1) finish(idx);  // CTA-uniform
-    __syncthreads();  // stage idx may be refilled by the next iteration's issue
+      for (int i = 0; i < 4; ++i) {
+        const int row = r0 + 16 * m + g + 8 * (i >> 1);
+        const int t = 2 * q + (i & 1);
+        if (row < p.rows && t < p.T) p.y[t * p.y_stride + row] = acc[m][i];
+      }
   }
 }
 
-// The rows one warp owns. [TAG_MMVQ_MT] MT = 1 only for now: MT = 2 halves the activation reads per
-// weight byte but also the number of row groups, which the model's shapes cannot spare.
+// The rows one warp owns. [TAG_MMVQ_MT] MT = 1: MT = 2 halves the activation reads per weight
+// byte but also the number of row groups, which the model's small shapes cannot spare.
 inline constexpr int kMT = 1;
 
-// Launch choice: ksplit in {1, 2, 4, 8} minimising (waves x steps per tile) on this device.
+// The launch cost model behind plan_quant, in units of one warp step (16 rows x 256 elements).
+//   * A warp alone finishes a step per unit at best (latency bound), and pays kFillSteps units
+//     before its first step lands.
+//   * An SM finishes at most kSmStepsPerUnit warp steps per unit (bandwidth and issue bound).
+// A configuration costs, per wave of resident CTAs, the larger of the two on its busiest SM.
+inline constexpr double kFillSteps = 2.0;
+inline constexpr double kSmStepsPerUnit = 8.0;
+
+struct LaunchShape {
+  int64_t row_groups;
+  int nsteps;
+  int sm_count;
+};
+
+// The estimated cost of `groups` row groups x `ksplit`
+// K-parts per CTA at `ctas_per_sm` resident CTAs per SM.
+constexpr double launch_cost(const LaunchShape& s, int groups, int ksplit, int ctas_per_sm) {
+  const int64_t ctas = (s.row_groups + groups - 1) / groups;
+  const int64_t slots = static_cast<int64_t>(ctas_per_sm) * s.sm_count;
+  const int64_t waves = (ctas + slots - 1) / slots;
+  const int64_t per_wave = (ctas + waves - 1) / waves;
+  const int64_t busiest = (per_wave + s.sm_count - 1) / s.sm_count;  // CTAs on the busiest SM
+  const int steps = (s.nsteps + ksplit - 1) / ksplit;
+  const double latency = steps + kFillSteps;
+  const double bandwidth = static_cast<double>(busiest * groups * ksplit * steps) / kSmStepsPerUnit;
+  return static_cast<double>(waves) * (latency > bandwidth ? latency : bandwidth);
+}
+
+// Launch choice: the (ksplit, groups) of lowest launch_cost that fits this device; ties go to the
+// configuration that spreads over more SMs, then to fewer K-parts (less reduction).
 template <Type T>
 Result<MmvqPlan> plan_quant(const Shape& p, const DeviceCaps& caps) {
   const auto kernel = reinterpret_cast<const void*>(&mmvq_decode_kernel<T, kMT>);
-  const int nsteps = (p.nchunks + kStepChunks - 1) / kStepChunks;
-  const int64_t row_groups = (static_cast<int64_t>(p.rows) + 16 * kMT - 1) / (16 * kMT);
+  const LaunchShape s{(static_cast<int64_t>(p.rows) + 16 * kMT - 1) / (16 * kMT), (p.nchunks + kStepChunks - 1) / kStepChunks,
+                      caps.sm_count};
   MmvqPlan best;
   double best_cost = 0.0;
-  for (int ks = 1; ks <= kWarps; ks *= 2) {
-    if (ks > 1 && ks / 2 >= nsteps) break;  // keep at least half of the K-parts busy
-    const size_t smem = smem_bytes<T, kMT>(ks, p.T);
-    if (smem > caps.smem_optin) continue;
-    auto occ = occupancy(kernel, kThreads, smem, caps);
-    if (!occ) return occ.status();
-    if (*occ <= 0) continue;
-    const int64_t tiles = (row_groups + kWarps / ks - 1) / (kWarps / ks);
-    const int64_t slots = static_cast<int64_t>(*occ) * caps.sm_count;
-    const int64_t grid = tiles < slots ? tiles : slots;
-    const int64_t waves = (tiles + grid - 1) / grid;
-    const int steps_per_tile = (nsteps + ks - 1) / ks;
-    // A K-split costs one reduction per tile; count it as a small fraction of a step.
-    const double cost = static_cast<double>(waves * steps_per_tile) * (ks > 1 ? 1.02 : 1.0);
-    if (best.grid == 0 || cost < best_cost) {
-      best_cost = cost;
-      best.kernel = "mmvq_decode_kernel";
-      best.threads = kThreads;
-      best.grid = static_cast<int>(grid);
-      best.ksplit = ks;
-      best.rows_per_tile = kWarps / ks * 16 * kMT;
-      best.ctas_per_sm = *occ;
-      best.smem_bytes = smem;
+  int64_t best_spread = 0;
+  for (int ks = 1; ks <= kMaxWarps; ks *= 2) {
+    if (ks > 1 && ks / 2 >= s.nsteps) break;  // keep at least half of the K-parts busy
+    for (int groups = 1; groups * ks <= kMaxWarps; groups *= 2) {
+      const int warps = groups * ks;
+      if (groups > 1 && groups / 2 >= s.row_groups) break;  // keep at least half of the row groups busy
+      const size_t smem = smem_bytes<T, kMT>(warps, p.T);
+      if (smem > caps.smem_optin) continue;
+      auto occ = occupancy(kernel, warps * 32, smem, caps);
+      if (!occ) return occ.status();
+      if (*occ <= 0) continue;
+      const double cost = launch_cost(s, groups, ks, *occ);
+      const int64_t ctas = (s.row_groups + groups - 1) / groups;
+      const int64_t spread = ctas < caps.sm_count ? ctas : caps.sm_count;
+      const bool better = best.grid == 0 || cost < best_cost - 1e-9 || (cost < best_cost + 1e-9 && spread > best_spread);
+      if (better) {
+        best_cost = cost;
+        best_spread = spread;
+        best.kernel = "mmvq_decode_kernel";
+        best.threads = warps * 32;
+        best.grid = static_cast<int>(ctas);
+        best.ksplit = ks;
+        best.rows_per_tile = groups * 16 * kMT;
+        best.ctas_per_sm = *occ;
+        best.smem_bytes = smem;
+      }
     }
   }
   if (best.grid == 0) return Status::error("cuda: mmvq: no launch configuration fits this device's shared memory");
@@ -368,9 +412,7 @@ Result<MmvqPlan> plan_quant(const Shape& p, const DeviceCaps& caps) {
 
 template <Type T>
 Status launch_quant(const Shape& p, const MmvqPlan& plan, cudaStream_t stream) {
-  const int64_t row_groups = (static_cast<int64_t>(p.rows) + 16 * kMT - 1) / (16 * kMT);
-  const int tiles = static_cast<int>((row_groups + kWarps / plan.ksplit - 1) / (kWarps / plan.ksplit));
-  mmvq_decode_kernel<T, kMT><<<plan.grid, kThreads, plan.smem_bytes, stream>>>(p, plan.ksplit, tiles);
+  mmvq_decode_kernel<T, kMT><<<plan.grid, plan.threads, plan.smem_bytes, stream>>>(p, plan.ksplit);
   STRATA_CUDA_TRY(cudaGetLastError());
   return Status::ok_status();
 }

@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "parity_harness.h"
 #include "parity_internal.h"
 #include "strata/cuda/device.h"
 #include "strata/cuda/get_rows.h"
@@ -39,115 +40,6 @@ namespace {
 using quant::Type;
 
 constexpr double kMmvqRelTol = 1e-5;  // docs/PARITY.md: mmvq bound
-
-#define PARITY_CUDA(call)                                                                    \
-  do {                                                                                       \
-    const cudaError_t e_ = (call);                                                           \
-    if (e_ != cudaSuccess)                                                                   \
-      return Status::error(fmt::format("parity: {} failed: {}", #call, cudaGetErrorString(e_))); \
-  } while (0)
-
-std::string type_name(Type t) { return std::string(quant::type_info(t)->name); }
-
-// A device allocation freed on scope exit.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { reset(); }
-  Status alloc(size_t bytes) {
-    reset();
-    PARITY_CUDA(cudaMalloc(&p_, bytes == 0 ? 16 : bytes));
-    bytes_ = bytes;
-    return Status::ok_status();
-  }
-  void reset() {
-    if (p_) cudaFree(p_);
-    p_ = nullptr;
-    bytes_ = 0;
-  }
-  template <class T = void>
-  T* get() const { return static_cast<T*>(p_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* p_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-// Deterministic per-case seed: the run seed mixed with the case's text.
-uint64_t case_seed(uint64_t seed, const std::string& name) {
-  uint64_t h = seed ^ 0x9E3779B97F4A7C15ull;
-  for (unsigned char c : name) h = (h ^ c) * 0x100000001B3ull;
-  return h;
-}
-
-std::vector<float> random_normal(uint64_t seed, size_t n, float sigma = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, sigma);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-// Runs fn(begin, end) over [0, n) on all cores.
-template <class F>
-void parallel_for(int64_t n, F fn) {
-  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), (n + 63) / 64));
-  std::vector<std::thread> pool;
-  for (int64_t i = 0; i < threads; ++i) {
-    const int64_t b = n * i / threads, e = n * (i + 1) / threads;
-    pool.emplace_back([=] { fn(b, e); });
-  }
-  for (auto& t : pool) t.join();
-}
-
-struct CaseResult {
-  std::string line;  // "op(params)"
-  std::string op;
-  nlohmann::json params;
-  std::string status;  // OK, FAIL, SKIP
-  std::string detail;
-  nlohmann::json metrics = nlohmann::json::object();
-};
-
-class Reporter {
- public:
-  explicit Reporter(const ParityOptions& opt) : opt_(opt) {}
-
-  // True when the case runs; it then becomes the case in flight (named if the harness stops).
-  bool wanted(const std::string& line) {
-    if (!opt_.filter.empty() && line.find(opt_.filter) == std::string::npos) return false;
-    current_ = line;
-    return true;
-  }
-  const std::string& current() const { return current_; }
-
-  void add(CaseResult r) {
-    std::string text = fmt::format("{}: {}", r.line, r.status);
-    if (!r.detail.empty()) text += " " + r.detail;
-    fmt::print("{}\n", text);
-    std::fflush(stdout);
-    if (r.status == "OK") ++summary_.passed;
-    else if (r.status == "FAIL") { ++summary_.failed; failures_.push_back(text); }
-    else ++summary_.skipped;
-    nlohmann::json j = {{"case", r.line}, {"op", r.op}, {"params", r.params}, {"status", r.status}, {"detail", r.detail}};
-    if (!r.metrics.empty()) j["metrics"] = r.metrics;
-    cases_.push_back(std::move(j));
-  }
-
-  const ParitySummary& summary() const { return summary_; }
-  const std::vector<std::string>& failures() const { return failures_; }
-  nlohmann::json& cases() { return cases_; }
-
- private:
-  const ParityOptions& opt_;
-  std::string current_;
-  ParitySummary summary_;
-  std::vector<std::string> failures_;
-  nlohmann::json cases_ = nlohmann::json::array();
-};
 
 // ---- decode (host) -----------------------------------------------------------------------------
 
@@ -356,11 +248,20 @@ struct MmvqShape {
 std::vector<MmvqShape> mmvq_shapes() {
   const std::vector<int> window = {1, 2, 4, 8};
   return {
-      {640, 2560, window, true},    // 2560 -> 640  (expert gate/up)
-      {2560, 640, window, true},    // 640 -> 2560  (expert down)
-      {12288, 2560, window, true},  // 2560 -> 12288
-      {2560, 6144, window, true},   // 6144 -> 2560
-      {320, 10240, window, true},   // 10240 -> 320
+      // The decoder's shapes (release geometry, H = 2560), output rows x input cols.
+      {10240, 2560, window, true},   // GDN qkv
+      {6144, 2560, window, true},    // GDN z
+      {12288, 2560, window, true},   // attention q
+      {2560, 6144, window, true},    // ssm_out / attn_output
+      {640, 2560, window, true},     // expert gate/up, shared expert
+      {2560, 640, window, true},     // expert down, shared expert down
+      {512, 2560, window, true},     // k, v, router
+      {128, 2560, window, true},     // indexer
+      {48, 2560, window, true},      // GDN beta, alpha
+      {320, 10240, window, true},    // HC down
+      {10240, 320, window, true},    // HC up (K = 320: only the 32/64-element block types)
+      {4, 10240, window, true},      // HC inject
+      {248320, 2560, {1, 8}, true},  // lm_head
       // Edges: a single row, rows not a multiple of 16, K not a multiple of 256, odd T.
       {1, 256, {3}, false},
       {17, 512, {5}, false},
@@ -368,6 +269,10 @@ std::vector<MmvqShape> mmvq_shapes() {
       {100, 1024, {1, 6}, false},
   };
 }
+
+// Rows past this many repeat the first ones (row r holds row r % kMmvqDistinctRows), so that the
+// lm_head shape costs the host no more random blocks and reference dot products than this.
+constexpr int64_t kMmvqDistinctRows = 8192;
 
 struct BenchResult {
   double us = 0, gb_s = 0;
@@ -450,6 +355,8 @@ Status run_mmvq_cases(const ParityOptions& opt, Reporter& rep, double roof_gb_s,
       const auto info = *quant::type_info(t);
       const bool q8 = mmvq_takes_q8_1(t);
       const int64_t rows = shape.rows, cols = shape.cols;
+      const int64_t base_rows = std::min(rows, kMmvqDistinctRows);
+      const int64_t weight_bytes = cols / info.block_size * info.type_size * rows;
       // The reference work shared by this shape's T values.
       std::vector<uint8_t> w;
       std::vector<float> wf;
@@ -469,13 +376,16 @@ Status run_mmvq_cases(const ParityOptions& opt, Reporter& rep, double roof_gb_s,
         }
         if (w.empty()) {  // weights: random valid blocks, dequantized once by the reference
           row_bytes = cols / info.block_size * info.type_size;
-          w.resize(static_cast<size_t>(row_bytes * rows));
+          w.resize(static_cast<size_t>(row_bytes * base_rows));
           const std::string wname = fmt::format("W(type={}, rows={}, cols={})", type_name(t), rows, cols);
-          STRATA_TRY(quant::fill_random_blocks(t, case_seed(opt.seed, wname), w.data(), rows * cols / info.block_size, 1.0f));
-          wf.resize(static_cast<size_t>(rows * cols));
-          STRATA_TRY(quant::dequantize_row(t, w.data(), wf.data(), rows * cols));
-          STRATA_TRY(dw.alloc(w.size()));
-          PARITY_CUDA(cudaMemcpy(dw.get(), w.data(), w.size(), cudaMemcpyHostToDevice));
+          STRATA_TRY(quant::fill_random_blocks(t, case_seed(opt.seed, wname), w.data(), base_rows * cols / info.block_size, 1.0f));
+          wf.resize(static_cast<size_t>(base_rows * cols));
+          STRATA_TRY(quant::dequantize_row(t, w.data(), wf.data(), base_rows * cols));
+          STRATA_TRY(dw.alloc(static_cast<size_t>(row_bytes * rows)));
+          for (int64_t r = 0; r < rows; r += base_rows) {  // repeat the distinct rows down the matrix
+            const int64_t n = std::min(base_rows, rows - r);
+            PARITY_CUDA(cudaMemcpy(dw.get<uint8_t>() + r * row_bytes, w.data(), static_cast<size_t>(n * row_bytes), cudaMemcpyHostToDevice));
+          }
         }
         // Activations: x, the reference's view of it (q8_1 and back, or x itself), on the device.
         const std::vector<float> x = random_normal(case_seed(opt.seed, r.line), static_cast<size_t>(T * cols));
@@ -490,18 +400,22 @@ Status run_mmvq_cases(const ParityOptions& opt, Reporter& rep, double roof_gb_s,
         } else {
           xr = x;
         }
-        std::vector<double> ref(static_cast<size_t>(T * rows));
-        parallel_for(rows, [&](int64_t b, int64_t e) {
+        std::vector<double> base_ref(static_cast<size_t>(T * base_rows));
+        parallel_for(base_rows, [&](int64_t b, int64_t e) {
           for (int64_t row = b; row < e; ++row) {
             const float* wr = wf.data() + row * cols;
             for (int i = 0; i < T; ++i) {
               const float* xi = xr.data() + i * cols;
               double s = 0.0;
               for (int64_t k = 0; k < cols; ++k) s += static_cast<double>(wr[k]) * static_cast<double>(xi[k]);
-              ref[static_cast<size_t>(i * rows + row)] = s;
+              base_ref[static_cast<size_t>(i * base_rows + row)] = s;
             }
           }
         });
+        std::vector<double> ref(static_cast<size_t>(T * rows));
+        for (int i = 0; i < T; ++i)
+          for (int64_t row = 0; row < rows; ++row)
+            ref[static_cast<size_t>(i * rows + row)] = base_ref[static_cast<size_t>(i * base_rows + row % base_rows)];
         DeviceBuffer dx, dact, dy;
         STRATA_TRY(dx.alloc(x.size() * sizeof(float)));
         PARITY_CUDA(cudaMemcpy(dx.get(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
@@ -563,12 +477,12 @@ Status run_mmvq_cases(const ParityOptions& opt, Reporter& rep, double roof_gb_s,
         if (!ok && nonfinite == 0)
           r.detail += fmt::format(" (worst t={} row={}: got {} want {})", worst / rows, worst % rows, y[static_cast<size_t>(worst)],
                                   ref[static_cast<size_t>(worst)]);
-        r.metrics = {{"rel", rel}, {"max_abs", max_abs}, {"nonfinite", nonfinite}, {"weight_bytes", w.size()}};
+        r.metrics = {{"rel", rel}, {"max_abs", max_abs}, {"nonfinite", nonfinite}, {"weight_bytes", weight_bytes}};
         if (auto plan = mmvq_plan(a)) {
           r.metrics["plan"] = {{"kernel", plan->kernel}, {"grid", plan->grid}, {"threads", plan->threads}, {"ksplit", plan->ksplit},
                                {"rows_per_tile", plan->rows_per_tile}, {"ctas_per_sm", plan->ctas_per_sm}, {"smem_bytes", plan->smem_bytes}};
           if (ok && opt.bench && shape.bench) {
-            auto b = bench_mmvq(a, w.size(), l2_bytes, opt.bench_reps);
+            auto b = bench_mmvq(a, static_cast<size_t>(weight_bytes), l2_bytes, opt.bench_reps);
             if (!b) return b.status();
             const double frac = roof_gb_s > 0 ? b->gb_s / roof_gb_s : 0.0;
             r.detail += fmt::format(" | {:.2f} us {:.0f} GB/s {:.1f}% roof (ks={} grid={} occ={})", b->us, b->gb_s, 100 * frac,
@@ -639,6 +553,13 @@ Result<ParitySummary> run_parity(const ParityOptions& opt) {
     STRATA_TRY(run_quantize_cases(opt, rep));
     STRATA_TRY(run_get_rows_cases(opt, rep));
     STRATA_TRY(run_mmvq_cases(opt, rep, roof, static_cast<size_t>(prop.l2CacheSize), table));
+    STRATA_TRY(run_hc_cases(opt, rep));
+    STRATA_TRY(run_gdn_cases(opt, rep));
+    STRATA_TRY(run_attention_cases(opt, rep));
+    STRATA_TRY(run_moe_cases(opt, rep));
+    STRATA_TRY(run_ple_cases(opt, rep));
+    STRATA_TRY(run_head_cases(opt, rep));
+    STRATA_TRY(run_decoder_cases(opt, rep));
     return Status::ok_status();
   };
   Status st = stages();

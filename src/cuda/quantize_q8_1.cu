@@ -1,16 +1,14 @@
 // quantize_q8_1: the activation quantizer. Eight threads own one 32-element block (four floats
 // each, one 16-byte load), reduce amax and the code sum with three shuffles, and write the block
-// with 4-byte stores. The rounding rule is the scalar reference's, see [TAG_Q8_1_RULE] in
-// include/strata/cuda/quantize.h; every float operation is spelled with an _rn intrinsic so that
-// no contraction or fast-math flag can change a byte.
+// with 4-byte stores. The block body (rounding rule [TAG_Q8_1_RULE]) is q8_1.cuh's, shared with
+// the kernels that quantize their own output.
 #include "strata/cuda/quantize.h"
 
 #include <cstdint>
 #include <string>
 
-#include <cuda_fp16.h>
-
 #include "common.cuh"
+#include "q8_1.cuh"
 
 namespace strata::cuda {
 namespace {
@@ -27,28 +25,7 @@ __global__ void __launch_bounds__(kThreads) quantize_q8_1_kernel(const float* __
 
   float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
   if (live) v = *reinterpret_cast<const float4*>(x + row * x_stride + static_cast<int64_t>(gi) * 4);
-  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-  for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-
-  const float d = __fdiv_rn(amax, 127.0f);
-  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-  const int q0 = static_cast<int>(roundf(__fmul_rn(v.x, id)));  // roundf: half away from zero
-  const int q1 = static_cast<int>(roundf(__fmul_rn(v.y, id)));
-  const int q2 = static_cast<int>(roundf(__fmul_rn(v.z, id)));
-  const int q3 = static_cast<int>(roundf(__fmul_rn(v.w, id)));
-  int sum = q0 + q1 + q2 + q3;
-  for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  if (!live) return;
-
-  uint8_t* b = dst + row * dst_stride + static_cast<int64_t>(blk) * 36;
-  const uint32_t packed = (static_cast<uint32_t>(q0) & 0xFFu) | ((static_cast<uint32_t>(q1) & 0xFFu) << 8) |
-                          ((static_cast<uint32_t>(q2) & 0xFFu) << 16) | (static_cast<uint32_t>(q3) << 24);
-  *reinterpret_cast<uint32_t*>(b + 4 + 4 * part) = packed;
-  if (part == 0) {
-    const uint32_t dh = __half_as_ushort(__float2half_rn(d));
-    const uint32_t sh = __half_as_ushort(__float2half_rn(__fmul_rn(static_cast<float>(sum), d)));
-    *reinterpret_cast<uint32_t*>(b) = dh | (sh << 16);
-  }
+  quantize_q8_1_quad(v, live, dst + row * dst_stride, blk, part);
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ from conftest import run_strata  # noqa: E402
 REL_TOL = 1e-4          # fp32 agreement, relative to the largest |logit| of the compared rows
 RECURRENT_FLAG = os.environ.get("STRATA_GDN_RECURRENT_FLAG", "--no-chunked")
 EXTRA_ARGS = shlex.split(os.environ.get("STRATA_RUN_ARGS", ""))
-ORACLE_SPECS = ["qsa_ple", "hc2_ratio3", "mtp_vl"]
+ORACLE_SPECS = ["qsa_ple", "hc2_ratio3", "mtp_vl", "gpu_geom"]
 PROMPT_LENGTHS = [1, 2, 7, 19, 20, 33, 64, 65, 100, 129, 161]
 EOS_POSITIONS = (5, 6, 40, 97)          # consecutive EOS, EOS mid-window, EOS before a chunk boundary
 

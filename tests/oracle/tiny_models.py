@@ -89,6 +89,11 @@ SPECS: dict[str, TinySpec] = {
     # Multimodal layout + vision tower (skipped by the converter), PLE on layer 0, ratio 2, eos list, MTP head.
     "mtp_vl": TinySpec("mtp_vl", seed=37, ple_layer_ids=(1,), experts=6, top_k=2, idx_budget=8, idx_ratio=2,
                        eos=(EOS, IM_END), multimodal=True, mtp=True, layer_type_spelling="full_attention"),
+    # The smallest geometry the CUDA kernels take (attention head_dim 128, mat-vec widths in 32s): the GPU
+    # decoder's whole-step parity (`strata parity --model`) runs on this one's GGUF.
+    "gpu_geom": TinySpec("gpu_geom", seed=71, hidden=512, layers=4, interval=2, heads=2, kv_heads=1, head_dim=128,
+                         lin_k_heads=2, lin_v_heads=4, lin_head_dim=32, experts=8, top_k=2, ffn=32, shared_ffn=32,
+                         hc=4, hc_rank=32, ple_layer_ids=(1,), idx_heads=8, idx_dim=32, idx_budget=16, idx_ratio=4),
     # Widths that every K/IQ block format fits (ne0 = 256 for gate/up, 64 for down): the quantized oracle.
     "quant": TinySpec("quant", seed=53, hidden=256, heads=2, kv_heads=1, head_dim=64, lin_head_dim=32, experts=4,
                       top_k=2, ffn=64, shared_ffn=64, idx_heads=8, idx_dim=32, idx_budget=32, idx_ratio=4),

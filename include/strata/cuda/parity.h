@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "strata/common/status.h"
 
@@ -18,6 +19,8 @@ struct ParityOptions {
   bool bench = false;           // time each mmvq case that passed
   int bench_reps = 20;          // timed rounds per case (median reported)
   bool host_only = false;       // only the host check of the decoders (no GPU needed)
+  std::vector<std::string> models;  // GGUF files for the whole-step decoder checks (decoder_*)
+  bool synth_slices = false;    // decoder stage check on a 4-layer, 16-expert slice of every recipe
 };
 
 struct ParitySummary {

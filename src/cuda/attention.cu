@@ -1,0 +1,572 @@
+// Full attention, decode form (attention.h): attn_prep (norms, RoPE, cache appends, block keys)
+// and attn_decode (split-K softmax attention over the visible tokens, then the combine with the
+// output gate). QSA block selection is in qsa.cu.
+//
+// Numerics follow src/reference/attention.cpp: sums of squares in double, normalise then scale,
+// rotate-half RoPE with products and sums rounded separately (no FMA contraction), so prep
+// matches the reference up to the last bit of cos/sin. inv_freq comes from the host with the
+// reference's own expression: a 1-ulp difference in inv_freq moves the angle by pos * ulp.
+#include "attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "common.cuh"
+
+namespace strata::cuda {
+namespace {
+
+using attn_detail::kMaxGroup;
+
+constexpr int kMaxRotHalf = 64;   // n_rot <= 128
+constexpr int kMaxVector = 512;   // longest head vector attn_prep normalises
+constexpr int kPrepThreads = 128;
+
+struct RopeFreqs {
+  float inv_freq[kMaxRotHalf];
+  int half = 0;
+};
+
+RopeFreqs rope_freqs(int n_rot, float theta) {
+  RopeFreqs f{};
+  f.half = n_rot / 2;
+  for (int i = 0; i < f.half; ++i) {
+    // src/reference/ops.cpp rope_angles: inv_freq = 1 / theta^(2i / n_rot), all fp32.
+    const float expo = static_cast<float>(2 * i) / static_cast<float>(n_rot);
+    f.inv_freq[i] = 1.0f / std::pow(theta, expo);
+  }
+  return f;
+}
+
+// Sum over the CTA in a fixed order (warp butterflies, then the warp totals in order).
+template <int kThreads>
+__device__ double block_sum(double v, double* red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  double total = 0.0;
+  for (int w = 0; w < kThreads / 32; ++w) total += red[w];
+  return total;
+}
+
+// buf (n values in shared memory, written and synced by the caller) -> dst: rmsnorm * w, then
+// rotate-half RoPE of the first 2 * rf.half dims at position p.
+template <int kThreads>
+__device__ void norm_rope_store(float* buf, int n, const float* __restrict__ w, float eps, const RopeFreqs& rf,
+                                int64_t p, float* __restrict__ dst, double* red) {
+  double ss = 0.0;
+  for (int i = threadIdx.x; i < n; i += kThreads) ss += static_cast<double>(buf[i]) * buf[i];
+  ss = block_sum<kThreads>(ss, red);
+  const float mean = static_cast<float>(ss / static_cast<double>(n));
+  const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
+  for (int i = threadIdx.x; i < n; i += kThreads) buf[i] = __fmul_rn(__fmul_rn(buf[i], r), w[i]);
+  __syncthreads();
+  const int half = rf.half;
+  const float fp = static_cast<float>(p);
+  for (int i = threadIdx.x; i < n; i += kThreads) {
+    float y = buf[i];
+    if (i < 2 * half) {
+      const int slot = i < half ? i : i - half;
+      const float angle = __fmul_rn(fp, rf.inv_freq[slot]);
+      // cos/sin in double, rounded once: the correctly rounded float the host's cosf/sinf give.
+      const float c = static_cast<float>(cos(static_cast<double>(angle)));
+      const float s = static_cast<float>(sin(static_cast<double>(angle)));
+      y = i < half ? __fadd_rn(__fmul_rn(buf[i], c), __fmul_rn(-buf[i + half], s))
+                   : __fadd_rn(__fmul_rn(buf[i], c), __fmul_rn(buf[i - half], s));
+    }
+    dst[i] = y;
+  }
+}
+
+struct PrepKernelArgs {
+  AttnPrepArgs a;
+  AttnCacheView cache;
+  const int64_t* pos;
+  int T, nh, nkv, hd, nih, id, ratio;
+  int64_t max_ctx;
+  float eps;
+};
+
+// One CTA per head vector: T*nh queries, then T*nkv keys (with their values), then (QSA) T*nih
+// indexer queries and T raw index keys.
+__global__ void __launch_bounds__(kPrepThreads) attn_prep_kernel(PrepKernelArgs p, RopeFreqs rf) {
+  __shared__ float buf[kMaxVector];
+  __shared__ double red[kPrepThreads / 32];
+  const int64_t pos = *p.pos;
+  int i = blockIdx.x;
+  const float* src = nullptr;
+  const float* w = nullptr;
+  float* dst = nullptr;
+  int n = 0, t = 0;
+  if (i < p.T * p.nh) {
+    t = i / p.nh;
+    const int h = i % p.nh;
+    src = p.a.qg + static_cast<int64_t>(t * p.nh + h) * 2 * p.hd;
+    dst = p.a.q_out + static_cast<int64_t>(t * p.nh + h) * p.hd;
+    w = p.a.q_norm;
+    n = p.hd;
+  } else if ((i -= p.T * p.nh) < p.T * p.nkv) {
+    t = i / p.nkv;
+    if (pos + t >= p.max_ctx) return;  // the caller keeps pos + T <= max_ctx; never write past the cache
+    const int64_t row = static_cast<int64_t>(t * p.nkv + i % p.nkv) * p.hd;
+    const int64_t crow = ((pos + t) * p.nkv + i % p.nkv) * p.hd;
+    for (int j = threadIdx.x; j < p.hd; j += kPrepThreads) p.cache.v[crow + j] = p.a.v[row + j];
+    src = p.a.k + row;
+    dst = p.cache.k + crow;
+    w = p.a.k_norm;
+    n = p.hd;
+  } else if ((i -= p.T * p.nkv) < p.T * p.nih) {
+    t = i / p.nih;
+    const int64_t row = static_cast<int64_t>(t * p.nih + i % p.nih) * p.id;
+    src = p.a.iq + row;
+    dst = p.a.qi_out + row;
+    w = p.a.iq_norm;
+    n = p.id;
+  } else {
+    t = i - p.T * p.nih;
+    if (pos + t >= p.max_ctx) return;
+    for (int j = threadIdx.x; j < p.id; j += kPrepThreads)
+      p.cache.index_k[(pos + t) * p.id + j] = p.a.ik[static_cast<int64_t>(t) * p.id + j];
+    return;
+  }
+  for (int j = threadIdx.x; j < n; j += kPrepThreads) buf[j] = src[j];
+  __syncthreads();
+  norm_rope_store<kPrepThreads>(buf, n, w, p.eps, rf, pos + t, dst, red);
+}
+
+// One CTA per block the window may complete (at most T): pooled raw keys (fp32 sum in token
+// order, then / ratio), ik_norm, RoPE at the block's first position. Runs after attn_prep_kernel
+// on the same stream, so the window's raw keys are in the cache.
+__global__ void __launch_bounds__(kPrepThreads) block_key_kernel(PrepKernelArgs p, RopeFreqs rf) {
+  __shared__ float buf[kMaxVector];
+  __shared__ double red[kPrepThreads / 32];
+  const int64_t pos = *p.pos;
+  const int64_t b = pos / p.ratio + blockIdx.x;
+  if (b >= (pos + p.T) / p.ratio || b >= p.max_ctx / p.ratio) return;
+  const float* raw = p.cache.index_k + b * p.ratio * p.id;
+  for (int a = threadIdx.x; a < p.id; a += kPrepThreads) {
+    float sum = 0.0f;
+    for (int r = 0; r < p.ratio; ++r) sum = __fadd_rn(sum, raw[static_cast<int64_t>(r) * p.id + a]);
+    buf[a] = __fdiv_rn(sum, static_cast<float>(p.ratio));
+  }
+  __syncthreads();
+  norm_rope_store<kPrepThreads>(buf, p.id, p.a.ik_norm, p.eps, rf, b * p.ratio, p.cache.block_k + b * p.id, red);
+}
+
+// ---- attn_decode ------------------------------------------------------------------------------
+
+constexpr int kDecodeWarps = 16;
+constexpr int kDecodeThreads = kDecodeWarps * 32;
+constexpr int kTile = 32;              // tokens per K/V tile (one per lane in the score phase)
+constexpr int kListCap = 2048;         // visible tokens listed at once per CTA
+constexpr int kQPerWarp = (kMaxWindowRows * kMaxGroup + kDecodeWarps - 1) / kDecodeWarps;
+constexpr int kMaxSplitsTotal = 128;   // CTAs of one window: about one wave on 132 SMs
+
+struct DecodeKernelArgs {
+  const float* q;
+  const int64_t* pos;
+  const float* k;
+  const float* v;
+  const int32_t* n_sel;
+  const uint32_t* bitmap;  // [T, words]: the chosen blocks of each sparse row
+  int64_t words;
+  float* part_o;  // [splits, T, nh, hd] unnormalised sums
+  float* part_m;  // [splits, T, nh] running max
+  float* part_l;  // [splits, T, nh] sum of exp
+  int T, nh, nkv, hd, group, ratio, splits;
+  float scale;
+};
+
+struct ScratchLayout {
+  int64_t bitmap = 0, part_m = 0, part_l = 0, part_o = 0, total = 0;
+};
+
+int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
+
+ScratchLayout scratch_layout(const AttnDims& d, int T) {
+  const int64_t splits = attn_decode_splits(d);
+  const int64_t words = d.ratio > 0 ? (d.max_ctx / d.ratio + 31) / 32 : 0;
+  const int64_t rows = splits * T * d.n_head;
+  ScratchLayout s;
+  s.bitmap = 0;
+  s.part_m = align256(T * words * 4);
+  s.part_l = s.part_m + align256(rows * 4);
+  s.part_o = s.part_l + align256(rows * 4);
+  s.total = s.part_o + align256(rows * d.head_dim * 4);
+  return s;
+}
+
+// Marks each sparse row's chosen blocks. One CTA per row; integer OR, so the result does not
+// depend on the order.
+__global__ void __launch_bounds__(256) chosen_bitmap_kernel(const int32_t* __restrict__ sel, int top_blocks,
+                                                           const int32_t* __restrict__ n_sel, uint32_t* bitmap,
+                                                           int64_t words) {
+  const int t = blockIdx.x;
+  const int ns = n_sel[t];
+  if (ns < 0) return;  // dense row: the bitmap is not read
+  uint32_t* row = bitmap + t * words;
+  for (int64_t i = threadIdx.x; i < words; i += 256) row[i] = 0u;
+  __syncthreads();
+  for (int i = threadIdx.x; i < ns; i += 256) {
+    const int32_t b = sel[static_cast<int64_t>(t) * top_blocks + i];
+    if (b >= 0 && b / 32 < words) atomicOr(row + b / 32, 1u << (b % 32));
+  }
+}
+
+// Exclusive prefix sum of one int per thread over the CTA, in thread order; total = the sum.
+__device__ int block_exclusive_scan(int v, int* warp_tot, int& total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  int incl = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int n = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += n;
+  }
+  if (lane == 31) warp_tot[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    int w = lane < nwarps ? warp_tot[lane] : 0;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int n = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += n;
+    }
+    if (lane < nwarps) warp_tot[lane] = w;
+  }
+  __syncthreads();
+  const int before = warp > 0 ? warp_tot[warp - 1] : 0;
+  total = warp_tot[nwarps - 1];
+  __syncthreads();  // warp_tot is reused by the next scan
+  return before + incl - v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ __forceinline__ float4 axpy4(float a, float4 x, float4 y) {
+  return make_float4(fmaf(a, x.x, y.x), fmaf(a, x.y, y.y), fmaf(a, x.z, y.z), fmaf(a, x.w, y.w));
+}
+
+// K tile rows are padded by one float4: in the score phase lane j reads row j, and the pad
+// spreads 8 lanes' 16-byte reads over all 32 banks.
+__host__ __device__ constexpr int k_stride4(int hd4) { return hd4 + 1; }
+
+size_t decode_smem_bytes(int T, int group, int hd) {
+  const int hd4 = hd / 4;
+  return (static_cast<size_t>(T) * group * hd + 4 * static_cast<size_t>(kTile) * k_stride4(hd4) + kTile * hd +
+          kDecodeWarps * kQPerWarp * 32) * sizeof(float) +
+         kListCap * sizeof(int32_t) + kListCap + (32 + kMaxWindowRows) * sizeof(int);
+}
+
+// CTA (split s, kv head g): every query vector of kv head g (T rows x group heads; warp w holds
+// vectors w, w + 16, ..., at most kQPerWarp) against the visible tokens of split s's positions.
+// The CTA lists the positions some row sees (ascending), then walks the list in tiles of 32
+// tokens, so each K/V row is read from memory once for all T rows and group heads. Scores: lane
+// j computes token j's dots with all the warp's query vectors (each K float4 read once, the
+// query float4s are broadcasts). Values: a lane owns NC float4 groups of dims (128 c + 4 lane ..)
+// of every query vector's accumulator, so each V float4 also serves all of them. Online softmax
+// per tile; fixed order throughout.
+template <int NC>
+__global__ void __launch_bounds__(kDecodeThreads, 1) attn_split_kernel(DecodeKernelArgs p) {
+  extern __shared__ float4 smem4[];
+  const int hd = p.hd, hd4 = hd / 4, ks4 = k_stride4(hd4);
+  const int QV = p.T * p.group;
+  float4* q_s = smem4;                    // [QV, hd4]
+  float4* k_s = q_s + QV * hd4;           // [kTile, ks4]
+  float4* v_s = k_s + kTile * ks4;        // [kTile, hd4]
+  float* p_s = reinterpret_cast<float*>(v_s + kTile * hd4);  // [warps, kQPerWarp, 32]
+  int32_t* list = reinterpret_cast<int32_t*>(p_s + kDecodeWarps * kQPerWarp * 32);
+  uint8_t* masks = reinterpret_cast<uint8_t*>(list + kListCap);
+  int* warp_tot = reinterpret_cast<int*>(masks + kListCap);  // 32 ints
+  int* n_sel_s = warp_tot + 32;                              // kMaxWindowRows ints
+
+  const int s = blockIdx.x, g = blockIdx.y;
+  const int64_t pos = *p.pos;
+  const attn_detail::SplitPlan plan = attn_detail::split_plan(pos + p.T, p.splits);
+  if (s >= plan.active) return;
+  const int64_t lo = s * plan.chunk;
+  const int64_t hi = min(lo + plan.chunk, pos + p.T);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  // This warp's query vectors: qv = warp + 16 qi for qi < nq.
+  const int nq = warp < QV ? (QV - warp + kDecodeWarps - 1) / kDecodeWarps : 0;
+
+  // Query vectors of kv head g: qv = t * group + j is head g * group + j of row t.
+  for (int i = tid; i < QV * hd4; i += kDecodeThreads) {
+    const int qv = i / hd4, c = i % hd4;
+    const int t = qv / p.group, h = g * p.group + qv % p.group;
+    q_s[i] = reinterpret_cast<const float4*>(p.q + (static_cast<int64_t>(t) * p.nh + h) * hd)[c];
+  }
+  if (tid < p.T) n_sel_s[tid] = p.ratio > 0 ? p.n_sel[tid] : -1;
+  __syncthreads();
+
+  float4 acc[kQPerWarp][NC];
+  float m[kQPerWarp], l[kQPerWarp];
+#pragma unroll
+  for (int qi = 0; qi < kQPerWarp; ++qi) {
+    m[qi] = -INFINITY;
+    l[qi] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) acc[qi][c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+
+  for (int64_t cursor = lo; cursor < hi;) {
+    // List the next visible positions (ascending) while a full scan still fits.
+    int list_n = 0;
+    while (cursor < hi && list_n <= kListCap - kDecodeThreads) {
+      const int64_t tok = cursor + tid;
+      unsigned mask = 0;
+      if (tok < hi) {
+        for (int t = 0; t < p.T; ++t) {
+          const uint32_t* row = p.bitmap + t * p.words;
+          const bool sees = attn_detail::row_sees(tok, pos, t, p.ratio, n_sel_s[t],
+                                                  [row](int64_t b) { return ((row[b / 32] >> (b % 32)) & 1u) != 0; });
+          mask |= static_cast<unsigned>(sees) << t;
+        }
+      }
+      int total = 0;
+      const int at = list_n + block_exclusive_scan(mask != 0 ? 1 : 0, warp_tot, total);
+      if (mask != 0) {
+        list[at] = static_cast<int32_t>(tok);
+        masks[at] = static_cast<uint8_t>(mask);
+      }
+      list_n += total;
+      cursor += kDecodeThreads;
+    }
+    __syncthreads();
+
+    for (int base = 0; base < list_n; base += kTile) {
+      const int n_tile = min(kTile, list_n - base);
+      for (int i = tid; i < kTile * hd4; i += kDecodeThreads) {
+        const int j = i / hd4, c = i % hd4;
+        float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv = kv;  // zero rows: p = 0 must not meet NaN
+        if (j < n_tile) {
+          const int64_t row = (static_cast<int64_t>(list[base + j]) * p.nkv + g) * hd4;
+          kv = reinterpret_cast<const float4*>(p.k)[row + c];
+          vv = reinterpret_cast<const float4*>(p.v)[row + c];
+        }
+        k_s[j * ks4 + c] = kv;
+        v_s[i] = vv;
+      }
+      __syncthreads();
+
+      // Scores: lane = token of the tile. Four partial sums per query vector (one per float4
+      // component) keep four independent FMA chains in flight.
+      float4 sc4[kQPerWarp];
+#pragma unroll
+      for (int qi = 0; qi < kQPerWarp; ++qi) sc4[qi] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const float4* krow = k_s + lane * ks4;
+      for (int c = 0; c < hd4; ++c) {
+        const float4 kk = krow[c];
+#pragma unroll
+        for (int qi = 0; qi < kQPerWarp; ++qi) {
+          if (qi >= nq) break;
+          const float4 qq = q_s[(warp + kDecodeWarps * qi) * hd4 + c];
+          sc4[qi].x = fmaf(qq.x, kk.x, sc4[qi].x);
+          sc4[qi].y = fmaf(qq.y, kk.y, sc4[qi].y);
+          sc4[qi].z = fmaf(qq.z, kk.z, sc4[qi].z);
+          sc4[qi].w = fmaf(qq.w, kk.w, sc4[qi].w);
+        }
+      }
+      float sc[kQPerWarp];
+#pragma unroll
+      for (int qi = 0; qi < kQPerWarp; ++qi) sc[qi] = (sc4[qi].x + sc4[qi].y) + (sc4[qi].z + sc4[qi].w);
+      const unsigned my_mask = lane < n_tile ? masks[base + lane] : 0u;
+      float alpha[kQPerWarp];
+#pragma unroll
+      for (int qi = 0; qi < kQPerWarp; ++qi) alpha[qi] = 1.0f;
+#pragma unroll
+      for (int qi = 0; qi < kQPerWarp; ++qi) {
+        if (qi >= nq) break;
+        const int t = (warp + kDecodeWarps * qi) / p.group;
+        const float score = ((my_mask >> t) & 1u) ? sc[qi] * p.scale : -INFINITY;
+        const float tile_max = warp_max(score);
+        float pj = 0.0f;
+        if (tile_max != -INFINITY) {  // else row t sees no token of this tile: nothing changes
+          const float m_new = fmaxf(m[qi], tile_max);
+          alpha[qi] = expf(m[qi] - m_new);
+          pj = expf(score - m_new);
+          l[qi] = l[qi] * alpha[qi] + warp_sum(pj);
+          m[qi] = m_new;
+        }
+        p_s[(warp * kQPerWarp + qi) * 32 + lane] = pj;
+      }
+      __syncwarp();
+
+      // Values: acc = acc * alpha + sum_j p_j v_j.
+#pragma unroll
+      for (int qi = 0; qi < kQPerWarp; ++qi)
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+          acc[qi][c].x *= alpha[qi];
+          acc[qi][c].y *= alpha[qi];
+          acc[qi][c].z *= alpha[qi];
+          acc[qi][c].w *= alpha[qi];
+        }
+      for (int j = 0; j < n_tile; ++j) {
+        float4 vv[NC];
+#pragma unroll
+        for (int c = 0; c < NC; ++c) vv[c] = v_s[j * hd4 + 32 * c + lane];
+#pragma unroll
+        for (int qi = 0; qi < kQPerWarp; ++qi) {
+          if (qi >= nq) break;
+          const float w = p_s[(warp * kQPerWarp + qi) * 32 + j];
+#pragma unroll
+          for (int c = 0; c < NC; ++c) acc[qi][c] = axpy4(w, vv[c], acc[qi][c]);
+        }
+      }
+      __syncthreads();  // the next tile overwrites k_s, v_s and p_s
+    }
+  }
+
+#pragma unroll
+  for (int qi = 0; qi < kQPerWarp; ++qi) {
+    if (qi >= nq) break;
+    const int qv = warp + kDecodeWarps * qi;
+    const int t = qv / p.group, h = g * p.group + qv % p.group;
+    const int64_t r = (static_cast<int64_t>(s) * p.T + t) * p.nh + h;
+    if (lane == 0) {
+      p.part_m[r] = m[qi];
+      p.part_l[r] = l[qi];
+    }
+#pragma unroll
+    for (int c = 0; c < NC; ++c) reinterpret_cast<float4*>(p.part_o + r * hd)[32 * c + lane] = acc[qi][c];
+  }
+}
+
+// One CTA per (row, head): merges the active splits' partial softmax sums (in split order) and
+// applies the sigmoid gate from qg.
+__global__ void __launch_bounds__(256) attn_combine_kernel(DecodeKernelArgs p, const float* __restrict__ qg,
+                                                           float* __restrict__ o) {
+  __shared__ float weight[kMaxSplitsTotal];
+  __shared__ float inv_l;
+  const int t = blockIdx.x / p.nh, h = blockIdx.x % p.nh;
+  const int64_t pos = *p.pos;
+  const int active = attn_detail::split_plan(pos + p.T, p.splits).active;
+  const int64_t stride = static_cast<int64_t>(p.T) * p.nh;
+  const int64_t r0 = static_cast<int64_t>(t) * p.nh + h;
+  if (threadIdx.x == 0) {
+    float mx = -INFINITY;
+    for (int s = 0; s < active; ++s) mx = fmaxf(mx, p.part_m[s * stride + r0]);
+    float sum = 0.0f;
+    for (int s = 0; s < active; ++s) {
+      const float ms = p.part_m[s * stride + r0];
+      weight[s] = ms == -INFINITY ? 0.0f : expf(ms - mx);
+      sum += weight[s] * p.part_l[s * stride + r0];
+    }
+    inv_l = 1.0f / sum;
+  }
+  __syncthreads();
+  const float* gate = qg + r0 * 2 * p.hd + p.hd;
+  for (int a = threadIdx.x; a < p.hd; a += 256) {
+    float acc = 0.0f;
+    for (int s = 0; s < active; ++s) acc += weight[s] * p.part_o[(s * stride + r0) * p.hd + a];
+    const float sig = 1.0f / (1.0f + expf(-gate[a]));
+    o[r0 * p.hd + a] = (acc * inv_l) * sig;
+  }
+}
+
+Status check_dims(const AttnDims& d, int T, const char* op) {
+  const std::string pre = std::string(op) + ": ";
+  if (T < 1 || T > kMaxWindowRows) return Status::error(pre + "T must be 1.." + std::to_string(kMaxWindowRows));
+  if (d.n_head <= 0 || d.n_head_kv <= 0 || d.n_head % d.n_head_kv != 0)
+    return Status::error(pre + "n_head must be a positive multiple of n_head_kv");
+  if (d.n_head / d.n_head_kv > kMaxGroup)
+    return Status::error(pre + "n_head / n_head_kv must be <= " + std::to_string(kMaxGroup));
+  if (d.head_dim != 128 && d.head_dim != 256) return Status::error(pre + "head_dim must be 128 or 256");
+  if (d.n_rot <= 0 || d.n_rot % 2 != 0 || d.n_rot > 2 * kMaxRotHalf || d.n_rot > d.head_dim)
+    return Status::error(pre + "n_rot must be even, <= 128 and <= head_dim");
+  if (d.max_ctx <= 0) return Status::error(pre + "max_ctx must be positive");
+  if (d.ratio < 0) return Status::error(pre + "ratio must be >= 0");
+  if (d.ratio > 0) {
+    if (d.idx_heads <= 0 || d.idx_head_dim <= 0 || d.idx_head_dim > kMaxVector || d.n_rot > d.idx_head_dim)
+      return Status::error(pre + "idx_heads must be positive and n_rot <= idx_head_dim <= 512");
+    if (d.top_blocks <= 0) return Status::error(pre + "top_blocks must be positive");
+    if (d.max_ctx % d.ratio != 0) return Status::error(pre + "max_ctx must be a multiple of ratio");
+    if (d.max_ctx / d.ratio > INT32_MAX) return Status::error(pre + "max_ctx / ratio must fit int32");
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+int attn_decode_splits(const AttnDims& d) {
+  return d.n_head_kv > 0 ? std::max(1, kMaxSplitsTotal / d.n_head_kv) : 1;
+}
+
+Status attn_prep(const AttnDims& d, const AttnPrepArgs& a, const int64_t* pos, int T, const AttnCacheView& cache,
+                 Stream stream) {
+  STRATA_TRY(check_dims(d, T, "attn_prep"));
+  if (!a.qg || !a.k || !a.v || !a.q_norm || !a.k_norm || !a.q_out) return Status::error("attn_prep: qg, k, v, q_norm, k_norm and q_out are required");
+  if (!pos) return Status::error("attn_prep: pos is null");
+  if (!cache.k || !cache.v) return Status::error("attn_prep: cache.k and cache.v are required");
+  if (d.ratio > 0 && (!a.iq || !a.ik || !a.iq_norm || !a.ik_norm || !a.qi_out || !cache.index_k || !cache.block_k))
+    return Status::error("attn_prep: iq, ik, iq_norm, ik_norm, qi_out, cache.index_k and cache.block_k are required when ratio > 0");
+  const PrepKernelArgs p{a,    cache, pos, T, d.n_head, d.n_head_kv, d.head_dim, d.ratio > 0 ? d.idx_heads : 0,
+                         d.idx_head_dim, d.ratio, d.max_ctx, d.eps};
+  const RopeFreqs rf = rope_freqs(d.n_rot, d.rope_theta);
+  const int ctas = T * (d.n_head + d.n_head_kv) + (d.ratio > 0 ? T * (d.idx_heads + 1) : 0);
+  attn_prep_kernel<<<ctas, kPrepThreads, 0, stream>>>(p, rf);
+  STRATA_CUDA_TRY(cudaGetLastError());
+  if (d.ratio > 0) {
+    // A second launch: the block keys read the raw keys the first one wrote.
+    block_key_kernel<<<T, kPrepThreads, 0, stream>>>(p, rf);
+    STRATA_CUDA_TRY(cudaGetLastError());
+  }
+  return Status::ok_status();
+}
+
+int64_t attn_decode_scratch_bytes(const AttnDims& d, int T) { return scratch_layout(d, T).total; }
+
+Status attn_decode(const AttnDims& d, const float* q, const float* qg, const int64_t* pos, int T,
+                   const AttnCacheView& cache, const int32_t* sel, const int32_t* n_sel, void* scratch, float* o,
+                   Stream stream) {
+  STRATA_TRY(check_dims(d, T, "attn_decode"));
+  if (!q || !qg || !pos || !o || !scratch) return Status::error("attn_decode: q, qg, pos, o and scratch are required");
+  if (!cache.k || !cache.v) return Status::error("attn_decode: cache.k and cache.v are required");
+  if (d.ratio > 0 && (!sel || !n_sel)) return Status::error("attn_decode: sel and n_sel are required when ratio > 0");
+  const ScratchLayout lay = scratch_layout(d, T);
+  char* base = static_cast<char*>(scratch);
+  DecodeKernelArgs p{};
+  p.q = q;
+  p.pos = pos;
+  p.k = cache.k;
+  p.v = cache.v;
+  p.n_sel = n_sel;
+  p.bitmap = reinterpret_cast<const uint32_t*>(base + lay.bitmap);
+  p.words = d.ratio > 0 ? (d.max_ctx / d.ratio + 31) / 32 : 0;
+  p.part_o = reinterpret_cast<float*>(base + lay.part_o);
+  p.part_m = reinterpret_cast<float*>(base + lay.part_m);
+  p.part_l = reinterpret_cast<float*>(base + lay.part_l);
+  p.T = T;
+  p.nh = d.n_head;
+  p.nkv = d.n_head_kv;
+  p.hd = d.head_dim;
+  p.group = d.n_head / d.n_head_kv;
+  p.ratio = d.ratio;
+  p.splits = attn_decode_splits(d);
+  // src/reference/attention.cpp: float(1 / sqrt(double(hd))).
+  p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
+
+  if (d.ratio > 0) {
+    chosen_bitmap_kernel<<<T, 256, 0, stream>>>(sel, d.top_blocks, n_sel, reinterpret_cast<uint32_t*>(base + lay.bitmap),
+                                                p.words);
+    STRATA_CUDA_TRY(cudaGetLastError());
+  }
+  const size_t smem = decode_smem_bytes(T, p.group, d.head_dim);
+  const dim3 grid(static_cast<unsigned>(p.splits), static_cast<unsigned>(d.n_head_kv));
+  if (d.head_dim == 256) {
+    STRATA_CUDA_TRY(cudaFuncSetAttribute(attn_split_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    attn_split_kernel<2><<<grid, kDecodeThreads, smem, stream>>>(p);
+  } else {
+    STRATA_CUDA_TRY(cudaFuncSetAttribute(attn_split_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    attn_split_kernel<1><<<grid, kDecodeThreads, smem, stream>>>(p);
+  }
+  STRATA_CUDA_TRY(cudaGetLastError());
+  attn_combine_kernel<<<T * d.n_head, 256, 0, stream>>>(p, qg, o);
+  STRATA_CUDA_TRY(cudaGetLastError());
+  return Status::ok_status();
+}
+
+}  // namespace strata::cuda

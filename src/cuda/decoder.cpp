@@ -1,0 +1,291 @@
+// cuda::Decoder: creation (checks, upload, state), forward() with its host-side inputs (token
+// ids, the position, the n-gram rows), commit(), profile() and stats().
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+
+#include "decoder_internal.h"
+#include "strata/cuda/get_rows.h"
+#include "strata/reference/ple.h"
+
+namespace strata::cuda {
+namespace {
+
+// Stage dumps: each stage's rows copied to the host and handed to the sink, as the reference does.
+class SinkObserver final : public StageObserver {
+ public:
+  SinkObserver(cudaStream_t stream, int64_t pos0, const reference::StageSink& sink)
+      : stream_(stream), pos0_(pos0), sink_(sink) {}
+  bool wants_values() const override { return true; }
+  Status stage(std::string_view name, int block, const float* dev, int64_t cols, int T) override {
+    rows_.resize(static_cast<size_t>(cols * T));
+    DECODER_CUDA_TRY(cudaStreamSynchronize(stream_));
+    DECODER_CUDA_TRY(cudaMemcpy(rows_.data(), dev, rows_.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    reference::emit_stage(&sink_, name, block, pos0_, T, rows_);
+    return Status::ok_status();
+  }
+
+ private:
+  cudaStream_t stream_;
+  int64_t pos0_;
+  const reference::StageSink& sink_;
+  std::vector<float> rows_;
+};
+
+// The profile's stage kinds, in report order, and which kind each stage name counts as.
+constexpr std::array<std::string_view, 10> kKinds = {"embed", "ple", "hc_mix", "gdn", "qsa",
+                                                     "hc_combine", "router", "experts", "shared", "head"};
+size_t kind_of(std::string_view stage) {
+  if (stage == "hc_attn_mix" || stage == "hc_ffn_mix" || stage == "output_mix") return 2;
+  if (stage == "hc_attn_combine" || stage == "hc_ffn_combine") return 5;
+  for (size_t i = 0; i < kKinds.size(); ++i)
+    if (kKinds[i] == stage) return i;
+  return kKinds.size() - 1;
+}
+
+// Records an event after each stage; the time between two events is the later stage's.
+class ProfileObserver final : public StageObserver {
+ public:
+  ProfileObserver(cudaStream_t stream, const int64_t& launches) : stream_(stream), launches_(launches) {}
+  ProfileObserver(const ProfileObserver&) = delete;
+  ProfileObserver& operator=(const ProfileObserver&) = delete;
+  ~ProfileObserver() override {
+    for (const Mark& m : marks_) cudaEventDestroy(m.event);
+  }
+  bool wants_values() const override { return false; }
+
+  Status start() { return mark(kKinds.size()); }
+  Status stage(std::string_view name, int, const float*, int64_t, int) override { return mark(kind_of(name)); }
+
+  Result<std::vector<StageTime>> times() const {
+    DECODER_CUDA_TRY(cudaStreamSynchronize(stream_));
+    std::vector<StageTime> out;
+    for (std::string_view k : kKinds) out.push_back(StageTime{std::string(k), 0.0, 0});
+    for (size_t i = 1; i < marks_.size(); ++i) {
+      float ms = 0.0f;
+      DECODER_CUDA_TRY(cudaEventElapsedTime(&ms, marks_[i - 1].event, marks_[i].event));
+      StageTime& t = out[marks_[i].kind];
+      t.ms += ms;
+      t.launches += static_cast<int>(marks_[i].launches - marks_[i - 1].launches);
+    }
+    return out;
+  }
+
+ private:
+  struct Mark {
+    cudaEvent_t event;
+    size_t kind;
+    int64_t launches;
+  };
+  Status mark(size_t kind) {
+    cudaEvent_t e = nullptr;
+    DECODER_CUDA_TRY(cudaEventCreate(&e));
+    marks_.push_back({e, kind, launches_});
+    DECODER_CUDA_TRY(cudaEventRecord(e, stream_));
+    return Status::ok_status();
+  }
+  cudaStream_t stream_;
+  const int64_t& launches_;
+  std::vector<Mark> marks_;
+};
+
+}  // namespace
+
+Decoder::Impl::~Impl() {
+  if (stream) {
+    cudaStreamSynchronize(stream);
+    cudaStreamDestroy(stream);
+  }
+}
+
+Result<std::unique_ptr<Decoder>> Decoder::create(const model::ModelConfig& config, const model::Weights& weights,
+                                                 const DecoderOptions& options, const WeightFill& fill) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->options = options;
+  impl->fill = fill;
+  STRATA_TRY(impl->check_config());
+  if (config.has_ple) {
+    const model::Tensor& table = weights.per_layer_token_embd;
+    if (!table) return Status::error("cuda decoder: per_layer_token_embd.weight (the n-gram table) is missing");
+    if (!get_rows_supports(table.type))
+      return Status::error("cuda decoder: per_layer_token_embd.weight has type " +
+                           std::string(quant::type_info(table.type)->name) + ", which the CUDA get_rows kernel does not take");
+    if (table.cols() != config.ple.row_dim)
+      return Status::error("cuda decoder: per_layer_token_embd.weight rows have " + std::to_string(table.cols()) +
+                           " values, expected ple row_dim " + std::to_string(config.ple.row_dim));
+    impl->ple_table = &table;
+  }
+  DECODER_CUDA_TRY(cudaSetDevice(options.device));
+  DECODER_CUDA_TRY(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+  STRATA_TRY(impl->upload(weights, fill));
+  STRATA_TRY(impl->allocate_state_and_scratch());
+  return std::unique_ptr<Decoder>(new Decoder(std::move(impl)));
+}
+
+Decoder::Decoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Decoder::~Decoder() = default;
+
+Status Decoder::reset() {
+  DECODER_CUDA_TRY(cudaSetDevice(impl_->options.device));
+  return impl_->zero_state();
+}
+
+int64_t Decoder::n_past() const { return impl_->pos; }
+
+namespace {
+
+Status check_window(const Decoder::Impl& m, std::span<const int32_t> tokens) {
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  if (m.pending_rows != 0) return Status::error("cuda decoder: forward: commit() the previous window first");
+  if (T < 1 || T > m.options.max_window)
+    return Status::error("cuda decoder: forward: " + std::to_string(T) + " tokens, expected 1 .. " +
+                         std::to_string(m.options.max_window) + " (max_window)");
+  for (int32_t id : tokens)
+    if (id < 0 || static_cast<uint32_t>(id) >= m.config.n_vocab)
+      return Status::error("cuda decoder: forward: token id " + std::to_string(id) + " out of range (expected 0 <= id < " +
+                           std::to_string(m.config.n_vocab) + ")");
+  if (m.pos + T > m.options.max_ctx)
+    return Status::error("cuda decoder: context full: " + std::to_string(m.pos) + " + " + std::to_string(T) + " > " +
+                         std::to_string(m.options.max_ctx));
+  return Status::ok_status();
+}
+
+}  // namespace
+
+// Token ids and the position in one copy; the n-gram rows of the window (the reference's
+// context and hash on the host, raw table blocks to the device staging the graph reads).
+Status Decoder::Impl::stage_inputs(std::span<const int32_t> tokens) {
+  const int T = static_cast<int>(tokens.size());
+  auto* in = reinterpret_cast<WindowInputs*>(pinned_inputs.get());
+  in->pos = pos;
+  std::copy(tokens.begin(), tokens.end(), in->tokens);
+  DECODER_CUDA_TRY(cudaMemcpyAsync(s.in, in, sizeof(WindowInputs), cudaMemcpyHostToDevice, stream));
+  if (!config.has_ple) return Status::ok_status();
+  const model::PleConfig& ple = config.ple;
+  std::vector<int32_t> context = ple_context;  // advanced for real by commit()
+  const std::vector<int64_t> ctx = reference::ple_contexts(ple, context, tokens);
+  const int64_t table_rows = ple_table->rows();
+  for (int t = 0; t < T; ++t) {
+    const std::vector<uint64_t> rows = reference::ple_rows(ple, ctx.data() + static_cast<size_t>(t) * ple.ngram_size);
+    for (uint32_t h = 0; h < ple.n_heads; ++h) {
+      const uint64_t row = rows[h];
+      if (row >= static_cast<uint64_t>(table_rows))
+        return Status::error("cuda decoder: n-gram row " + std::to_string(row) + " past the table's " +
+                             std::to_string(table_rows) + " rows");
+      uint8_t* dst = pinned_rows.get() + (static_cast<int64_t>(t) * ple.n_heads + h) * ple_row_bytes;
+      if (fill) {
+        STRATA_TRY(fill(*ple_table, row * static_cast<uint64_t>(ple_row_bytes), static_cast<uint64_t>(ple_row_bytes), dst));
+      } else {
+        std::memcpy(dst, ple_table->row(static_cast<int64_t>(row)), static_cast<size_t>(ple_row_bytes));
+      }
+    }
+  }
+  const size_t bytes = static_cast<size_t>(T) * ple.n_heads * static_cast<size_t>(ple_row_bytes);
+  DECODER_CUDA_TRY(cudaMemcpyAsync(s.ple_rows, pinned_rows.get(), bytes, cudaMemcpyHostToDevice, stream));
+  return Status::ok_status();
+}
+
+Result<WindowOutput> Decoder::forward(std::span<const int32_t> tokens, const WindowRequest& request) {
+  Impl& m = *impl_;
+  STRATA_TRY(check_window(m, tokens));
+  DECODER_CUDA_TRY(cudaSetDevice(m.options.device));
+  const int T = static_cast<int>(tokens.size());
+  STRATA_TRY(m.stage_inputs(tokens));
+  if (request.sink && *request.sink) {
+    SinkObserver obs(m.stream, m.pos, *request.sink);
+    STRATA_TRY(m.run_window(T, &obs));
+  } else if (m.options.graphs) {
+    auto& g = m.window_graphs[T];
+    if (!g) {
+      auto captured = Graph::capture(m.stream, [&] { return m.run_window(T, nullptr); });
+      if (!captured) {
+        m.window_graphs.erase(T);
+        return captured.status();
+      }
+      g = std::move(*captured);
+    }
+    STRATA_TRY(g->launch(m.stream));
+  } else {
+    STRATA_TRY(m.run_window(T, nullptr));
+  }
+
+  WindowOutput out;
+  out.n_rows = T;
+  DECODER_CUDA_TRY(cudaMemcpyAsync(m.pinned_argmax.get(), m.s.argmax, sizeof(int32_t) * T, cudaMemcpyDeviceToHost, m.stream));
+  if (request.logits) {
+    out.logits.resize(static_cast<size_t>(T) * m.config.n_vocab);
+    DECODER_CUDA_TRY(cudaMemcpyAsync(out.logits.data(), m.s.logits, out.logits.size() * sizeof(float),
+                                     cudaMemcpyDeviceToHost, m.stream));
+  }
+  if (request.wide) {  // the final mixer only reads x: after the window it is the pre-mixer residual
+    out.wide.resize(static_cast<size_t>(T) * m.config.n_wide());
+    DECODER_CUDA_TRY(cudaMemcpyAsync(out.wide.data(), m.s.x, out.wide.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                     m.stream));
+  }
+  DECODER_CUDA_TRY(cudaStreamSynchronize(m.stream));
+  const auto* am = reinterpret_cast<const int32_t*>(m.pinned_argmax.get());
+  out.argmax.assign(am, am + T);
+  m.pending_rows = T;
+  m.pending_tokens.assign(tokens.begin(), tokens.end());
+  return out;
+}
+
+Status Decoder::commit(int n) {
+  Impl& m = *impl_;
+  const int T = m.pending_rows;
+  if (T == 0) return Status::error("cuda decoder: commit: no window to commit (call forward() first)");
+  if (n < 1 || n > T)
+    return Status::error("cuda decoder: commit: " + std::to_string(n) + " rows, expected 1 .. " + std::to_string(T));
+  DECODER_CUDA_TRY(cudaSetDevice(m.options.device));
+  if (m.options.graphs) {
+    auto& g = m.commit_graphs[{T, n}];
+    if (!g) {
+      auto captured = Graph::capture(m.stream, [&] { return m.run_commit(T, n); });
+      if (!captured) {
+        m.commit_graphs.erase({T, n});
+        return captured.status();
+      }
+      g = std::move(*captured);
+    }
+    STRATA_TRY(g->launch(m.stream));
+  } else {
+    STRATA_TRY(m.run_commit(T, n));
+  }
+  m.pos += n;
+  if (m.config.has_ple)
+    reference::ple_contexts(m.config.ple, m.ple_context, std::span<const int32_t>(m.pending_tokens).first(n));
+  m.pending_rows = 0;
+  m.pending_tokens.clear();
+  return Status::ok_status();
+}
+
+Result<std::vector<StageTime>> Decoder::profile(std::span<const int32_t> tokens) {
+  Impl& m = *impl_;
+  STRATA_TRY(check_window(m, tokens));
+  DECODER_CUDA_TRY(cudaSetDevice(m.options.device));
+  const int T = static_cast<int>(tokens.size());
+  STRATA_TRY(m.stage_inputs(tokens));
+  ProfileObserver obs(m.stream, m.launches);
+  STRATA_TRY(obs.start());
+  STRATA_TRY(m.run_window(T, &obs));
+  auto times = obs.times();
+  if (!times) return times.status();
+  m.pending_rows = T;
+  m.pending_tokens.assign(tokens.begin(), tokens.end());
+  return times;
+}
+
+DecoderStats Decoder::stats() const {
+  const Impl& m = *impl_;
+  DecoderStats st;
+  st.weight_bytes = m.weight_arena.bytes();
+  st.state_bytes = m.state_memory.bytes() + m.scratch_memory.bytes();
+  const auto g = m.window_graphs.find(1);
+  st.graph_nodes = g != m.window_graphs.end() && g->second ? g->second->nodes() : 0;
+  st.upload_ms = m.upload_ms;
+  return st;
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,306 @@
+// Internal to the CUDA decoder (src/cuda/decoder*.cpp): Decoder::Impl and the pieces its files
+// share: device and pinned allocations, the resident weights of every block, the state and
+// scratch buffers, the window sequence, the commit sequence and graph capture. Compiled by the
+// host compiler only (it includes <cuda_runtime.h>, never a .cuh).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "attention.h"
+#include "dtensor.h"
+#include "gdn.h"
+#include "hc.h"
+#include "head.h"
+#include "linear.h"
+#include "moe.h"
+#include "ple.h"
+#include "strata/cuda/decoder.h"
+
+namespace strata::cuda {
+
+// Defined in status.cpp (common.cuh declares it too, but holds device code a .cpp cannot take).
+Status cuda_status(cudaError_t err, const char* what, const char* file, int line);
+
+}  // namespace strata::cuda
+
+// Return a Status from the enclosing function when a CUDA runtime call fails.
+#define DECODER_CUDA_TRY(call)                                                                   \
+  do {                                                                                           \
+    ::strata::Status decoder_cuda_st_ = ::strata::cuda::cuda_status((call), #call, __FILE__, __LINE__); \
+    if (!decoder_cuda_st_.ok()) return decoder_cuda_st_;                                         \
+  } while (0)
+
+namespace strata::cuda {
+
+inline constexpr int64_t kDeviceAlign = 256;  // every tensor and buffer starts on this boundary
+
+inline int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+// One cudaMalloc, freed on destruction. alloc() names what it was for when memory runs out.
+class DeviceMemory {
+ public:
+  DeviceMemory() = default;
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  ~DeviceMemory();
+  Status alloc(int64_t bytes, const std::string& what);
+  uint8_t* get() const { return static_cast<uint8_t*>(p_); }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  int64_t bytes_ = 0;
+};
+
+// Page-locked host memory (cudaMallocHost), freed on destruction.
+class PinnedMemory {
+ public:
+  PinnedMemory() = default;
+  PinnedMemory(const PinnedMemory&) = delete;
+  PinnedMemory& operator=(const PinnedMemory&) = delete;
+  ~PinnedMemory();
+  Status alloc(int64_t bytes, const std::string& what);
+  uint8_t* get() const { return static_cast<uint8_t*>(p_); }
+
+ private:
+  void* p_ = nullptr;
+};
+
+// Hands out 256-byte aligned pieces of one allocation. Run once with base == nullptr to learn
+// the size (every pointer null), then again over the real allocation: the same calls in the same
+// order give the same offsets.
+class Carver {
+ public:
+  explicit Carver(uint8_t* base) : base_(base) {}
+  template <class T>
+  T* take(int64_t count) {
+    off_ = align_up(off_, kDeviceAlign);
+    T* p = base_ ? reinterpret_cast<T*>(base_ + off_) : nullptr;
+    off_ += count * static_cast<int64_t>(sizeof(T));
+    return p;
+  }
+  int64_t used() const { return off_; }
+
+ private:
+  uint8_t* base_ = nullptr;
+  int64_t off_ = 0;
+};
+
+// An activation buffer of max_window rows: f32 rows of `cols`, and room for their q8_1 form.
+struct ActBuffer {
+  float* f32 = nullptr;
+  void* q8 = nullptr;
+  int64_t cols = 0;
+  void carve(Carver& c, int64_t n_cols, int rows);
+  Act act(int T) const;
+};
+
+// One hyper-connection site: grouped norm (f32), down, up, inject (empty for a final mixer).
+struct HcSite {
+  const float* norm = nullptr;
+  DTensor down, up, inject;
+};
+
+// The resident weights of one trunk block (only those of its mixer are set).
+struct DevBlock {
+  int index = 0;
+  model::BlockPlan plan;
+  HcSite attn_hc, ffn_hc;
+  // Gated DeltaNet.
+  DTensor qkv, z_proj, beta, alpha, ssm_out;
+  const float* conv_w = nullptr;
+  const float* ssm_a = nullptr;
+  const float* dt_bias = nullptr;
+  const float* ssm_norm = nullptr;
+  // Attention and its indexer (iq/ik empty for a dense block).
+  DTensor q, k, v, o, iq, ik;
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  const float* iq_norm = nullptr;
+  const float* ik_norm = nullptr;
+  // MoE.
+  DTensor router;
+  ExpertWeights experts;
+  DTensor sh_gate, sh_up, sh_down;
+  DTensor sh_gate_inp;  // [1, H] f32: the shared expert's scalar gate as a one-row mat-vec
+  // PLE.
+  DTensor ple_key, ple_value;
+  const float* ple_norm_key = nullptr;
+  const float* ple_norm_query = nullptr;
+  const float* ple_norm_conv = nullptr;
+  const float* ple_conv = nullptr;
+};
+
+struct DevWeights {
+  DTensor token_embd, output;
+  HcSite output_hc;
+  std::vector<DevBlock> blocks;  // the trunk, plan order (the MTP block is not uploaded)
+};
+
+// Per GDN layer: conv history, recurrent state, the T > 1 window's state_out (shadow) and the
+// window's conv outputs and b/a rows, kept for a commit of fewer rows than the window had.
+struct GdnLayerState {
+  float* hist = nullptr;    // [(K - 1 + max_window), conv_dim]
+  float* ssm = nullptr;     // [n_v_heads, d, d]
+  float* shadow = nullptr;  // [n_v_heads, d, d]
+  float* c = nullptr;       // [max_window, conv_dim]
+  float* b = nullptr;       // [max_window, n_v_heads]
+  float* a = nullptr;       // [max_window, n_v_heads]
+};
+
+// What forward() copies to the device before a window: one H2D copy from pinned memory.
+struct WindowInputs {
+  int64_t pos = 0;                     // tokens before the window (attention kernels read it)
+  int32_t tokens[kMaxWindowRows] = {};
+};
+
+// Scratch of one window (max_window rows each), reused by every block.
+struct Scratch {
+  WindowInputs* in = nullptr;    // device copy of WindowInputs
+  // Device addresses of its fields (never dereferenced on the host).
+  const int32_t* tokens() const {
+    return reinterpret_cast<const int32_t*>(reinterpret_cast<const uint8_t*>(in) + offsetof(WindowInputs, tokens));
+  }
+  const int64_t* pos() const {
+    return reinterpret_cast<const int64_t*>(reinterpret_cast<const uint8_t*>(in) + offsetof(WindowInputs, pos));
+  }
+  float* embed = nullptr;        // [T, H]
+  float* x = nullptr;            // [T, S*H] the wide residual
+  ActBuffer xn;                  // [T, S*H] hc_norm output
+  ActBuffer d;                   // [T, rank]
+  float* inject = nullptr;       // [T, S]
+  float* g = nullptr;            // [T, S*H]
+  ActBuffer u;                   // [T, H] the block input
+  float* alpha = nullptr;        // [T, S]
+  float* y = nullptr;            // [T, H] the block output
+  // GDN.
+  float* m = nullptr;            // [T, conv_dim]
+  float* z = nullptr;            // [T, inner]
+  float* o = nullptr;            // [T, inner]
+  ActBuffer yn;                  // [T, inner]
+  // Attention.
+  float* qg = nullptr;
+  float* k = nullptr;
+  float* v = nullptr;
+  float* iq = nullptr;
+  float* ik = nullptr;
+  float* q_out = nullptr;
+  float* qi_out = nullptr;
+  float* scores = nullptr;
+  int32_t* sel = nullptr;
+  int32_t* n_sel = nullptr;
+  void* attn_scratch = nullptr;
+  ActBuffer ao;                  // [T, n_head * head_dim]
+  // MoE.
+  float* router_logits = nullptr;  // [T, n_expert]
+  int32_t* ids = nullptr;          // [T, k]
+  float* weights = nullptr;        // [T, k]
+  ExpertScratch experts;
+  float* sg = nullptr;             // [T, n_ff_shexp]
+  float* su = nullptr;
+  ActBuffer h;                     // [T, n_ff_shexp]
+  float* s = nullptr;              // [T, H] shared expert output before its gate
+  float* gate_logit = nullptr;     // [T]
+  float* shared = nullptr;         // [T, H] the gated shared output, stage dumps only
+  // PLE.
+  void* ple_rows = nullptr;        // [T * n_heads] raw table rows, staged by forward()
+  int32_t* ple_row_ids = nullptr;  // 0 .. max_window * n_heads - 1
+  ActBuffer e;                     // [T, n_heads * row_dim]
+  float* kp = nullptr;             // [T, S*H]
+  float* vp = nullptr;             // [T, H]
+  // Head.
+  float* logits = nullptr;         // [T, n_vocab]
+  int32_t* argmax = nullptr;       // [T]
+};
+
+// Watches a window stage by stage: stage dumps (WindowRequest::sink) or profiling. The graph
+// path runs without one. `dev` holds T rows of `cols` floats.
+class StageObserver {
+ public:
+  virtual ~StageObserver() = default;
+  // True when the stage values are read (the shared stage is then materialised on its own).
+  virtual bool wants_values() const = 0;
+  virtual Status stage(std::string_view name, int block, const float* dev, int64_t cols, int T) = 0;
+};
+
+// A captured and instantiated CUDA graph.
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  ~Graph();
+  // Captures what body() launches on `stream` and instantiates it.
+  static Result<std::unique_ptr<Graph>> capture(cudaStream_t stream, const std::function<Status()>& body);
+  Status launch(cudaStream_t stream) const;
+  int64_t nodes() const { return nodes_; }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  int64_t nodes_ = 0;
+};
+
+struct Decoder::Impl {
+  model::ModelConfig config;
+  DecoderOptions options;
+  int64_t cache_ctx = 0;                     // cache capacity: max_ctx rounded up to every compress ratio
+  const model::Tensor* ple_table = nullptr;  // host-side n-gram table (rows read per window)
+  WeightFill fill;                           // when set: the table rows come from it too
+
+  cudaStream_t stream = nullptr;
+  DeviceMemory weight_arena, state_memory, scratch_memory;
+  PinnedMemory pinned_inputs, pinned_rows, pinned_argmax;
+  int64_t ple_row_bytes = 0;
+
+  DevWeights w;
+  Scratch s;
+  std::vector<GdnLayerState> gdn;    // by GDN slot
+  std::vector<AttnCacheView> attn;   // by attention slot
+  float* ple_hist = nullptr;         // [(history + max_window), S*H]
+  GdnDims gdn_dims;
+  PleDims ple_dims;
+
+  // Sequence position and the window awaiting commit().
+  int64_t pos = 0;
+  int pending_rows = 0;              // T of the last forward(); 0 when committed
+  std::vector<int32_t> pending_tokens;
+  std::vector<int32_t> ple_context;  // the last ngram_size - 1 committed ids (host PleState)
+
+  std::map<int, std::unique_ptr<Graph>> window_graphs;                   // by T
+  std::map<std::pair<int, int>, std::unique_ptr<Graph>> commit_graphs;   // by (T, n)
+  int64_t launches = 0;              // op calls issued (profile's launch counts)
+  int64_t upload_ms = 0;
+
+  ~Impl();
+
+  // decoder_weights.cpp
+  Status check_config() const;
+  Status upload(const model::Weights& weights, const WeightFill& fill);
+  // decoder_state.cpp
+  Status allocate_state_and_scratch();
+  Status zero_state();
+  int64_t max_attn_scratch_bytes() const;
+  AttnDims attn_dims(const DevBlock& blk) const;
+  // decoder_window.cpp
+  Status run_window(int T, StageObserver* obs);
+  Status run_commit(int T, int n);
+  // decoder.cpp
+  Status stage_inputs(std::span<const int32_t> tokens);
+};
+
+// True when W takes q8_1 activations (a quantized type).
+inline bool takes_q8(const DTensor& w) { return w && mmvq_takes_q8_1(w.type); }
+
+}  // namespace strata::cuda

@@ -1,0 +1,60 @@
+// Gated DeltaNet decode kernels (spec/model.md §6), one window of T = 1..8 rows, in the GGUF's
+// tiled value-head order: value head j uses key head j % n_k_heads (as src/reference/gdn.cpp).
+// The decoder runs the projections (qkv -> m, attn_gate -> z, ssm_beta -> b, ssm_alpha -> a)
+// with linear(), then:
+//   gdn_conv        causal depthwise conv (kernel K) + SiLU over the history and the T new rows
+//   gdn_recurrent   l2norm of q/k, q / sqrt(d), beta = sigmoid(b), g = A * softplus(a + dt_bias),
+//                   then per value head and row: M = exp(g) M; r = M^T k; M += k (x) beta (v - r);
+//                   o = M^T q
+//   gdn_gated_norm  y = rmsnorm(o) * w * sigmoid(z) per value head
+// and ssm_out with linear(). The recurrent state is fp32 [n_v_heads, d(k), d(v)] in VRAM.
+//
+// Rollback (verify windows): the conv history buffer holds K - 1 + T_max rows; gdn_conv appends
+// the window's rows after the K - 1 kept ones and gdn_conv_commit(n) keeps the K - 1 rows that
+// end at accepted row n. gdn_recurrent reads state_in and writes state_out (they may alias), so a
+// caller that keeps state_in can replay the accepted rows. Host-only header.
+#pragma once
+
+#include <cstdint>
+
+#include "strata/common/status.h"
+#include "strata/cuda/mmvq.h"
+
+namespace strata::cuda {
+
+inline constexpr int kGdnMaxConvKernel = 8;  // K limit: gdn_conv keeps a channel's K taps in registers
+
+struct GdnDims {
+  int n_k_heads = 0;   // ssm.group_count
+  int n_v_heads = 0;   // ssm.time_step_rank
+  int head_dim = 0;    // ssm.state_size (d(k) = d(v)); 128 in the release
+  int conv_kernel = 0; // K
+  float eps = 1e-6f;   // the gated norm's eps (l2norm uses 1e-6 inside the sum, spec §3)
+  int conv_dim() const { return 2 * n_k_heads * head_dim + n_v_heads * head_dim; }
+};
+
+// m: [T, conv_dim] rows m + t * m_stride; conv_w: [conv_dim, K] f32 (tap j of channel ch at
+// ch * K + j; tap K-1 multiplies the newest row); hist: [(K - 1 + T), conv_dim], rows 0..K-2 the
+// previous pre-conv rows oldest first. Writes hist rows K-1 .. K-2+T = m and
+// c[t, ch] = silu(sum_j conv_w[ch, j] * hist[t + j, ch]) for t < T, c contiguous [T, conv_dim].
+Status gdn_conv(const GdnDims& d, const float* m, int64_t m_stride, const float* conv_w, float* hist, int T,
+                float* c, Stream stream);
+
+// hist rows n .. n + K - 2 move to rows 0 .. K - 2 (after n accepted rows, 0 <= n <= T).
+Status gdn_conv_commit(const GdnDims& d, float* hist, int n, Stream stream);
+
+// c: [T, conv_dim] from gdn_conv (q | k | v, head-major); b, a: [T, n_v_heads] rows b + t * ba_stride;
+// ssm_a: A = -exp(A_log) [n_v_heads]; dt_bias [n_v_heads]; out: [T, n_v_heads * head_dim].
+Status gdn_recurrent(const GdnDims& d, const float* c, const float* b, const float* a, int64_t ba_stride,
+                     const float* ssm_a, const float* dt_bias, const float* state_in, float* state_out, int T,
+                     float* out, Stream stream);
+
+// The head dims gdn_recurrent is compiled for (one kernel instance each): 32, 64 and 128.
+bool gdn_recurrent_supports_head_dim(int head_dim);
+
+// y[t, h, :] = o[t, h, :] * rsqrt(mean(o^2) + eps) * w * sigmoid(z[t, h, :]); z rows z + t * z_stride;
+// y contiguous [T, n_v_heads * head_dim]. w: [head_dim], shared by every head.
+Status gdn_gated_norm(const GdnDims& d, const float* o, const float* z, int64_t z_stride, const float* w, int T,
+                      float* y, Stream stream);
+
+}  // namespace strata::cuda

@@ -1,0 +1,222 @@
+// The MoE's small kernels (moe.h): the router's softmax + top-k, the shared expert's SwiGLU (with
+// its optional q8_1 form) and its scalar sigmoid gate. The grouped routed experts are in
+// moe_grouped.cu. Every float operation the reference rounds on its own is spelled with an _rn
+// intrinsic, so no contraction changes the order of evaluation.
+#include "moe.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "common.cuh"
+#include "q8_1.cuh"
+
+namespace strata::cuda {
+namespace {
+
+// ---- router ----------------------------------------------------------------------------------
+
+constexpr int kRouterMaxExperts = 8192;  // two float arrays of this size fit 64 KB of shared memory
+
+// a before b in the reference's top-k order: probability descending, ties to the lower id.
+__device__ __forceinline__ bool ranks_before(float pa, int ia, float pb, int ib) {
+  return pa > pb || (pa == pb && ia < ib);
+}
+
+// One warp per window row: softmax as reference::softmax (max, exp, sum in double, divide), then
+// k rounds of a warp-wide argmax under ranks_before (each round removes its winner), then the
+// weights p_e / sum with the sum taken in selection order as reference::route does.
+__global__ void __launch_bounds__(32) router_topk_kernel(const float* __restrict__ logits, int n, int k,
+                                                         int32_t* __restrict__ ids, float* __restrict__ weights) {
+  extern __shared__ float router_smem[];
+  float* prob = router_smem;      // [n] softmax probabilities
+  float* work = router_smem + n;  // [n] probabilities still in the race (-inf once taken)
+  const int t = blockIdx.x, lane = threadIdx.x;
+  const float* x = logits + static_cast<int64_t>(t) * n;
+
+  float mx = -INFINITY;
+  for (int e = lane; e < n; e += 32) mx = fmaxf(mx, x[e]);
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  double sum = 0.0;  // lane-strided partial sums, then a fixed butterfly: deterministic
+  for (int e = lane; e < n; e += 32) {
+    const float v = expf(__fsub_rn(x[e], mx));
+    prob[e] = v;
+    sum += static_cast<double>(v);
+  }
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  const float s = static_cast<float>(sum);
+  for (int e = lane; e < n; e += 32) {
+    const float p = __fdiv_rn(prob[e], s);
+    prob[e] = p;
+    work[e] = p;
+  }
+  __syncwarp();
+
+  float selected_sum = 0.0f;  // lane 0 only: the reference's float sum in selection order
+  for (int r = 0; r < k; ++r) {
+    float bp = -INFINITY;
+    int bi = n;  // "none": loses every comparison against a real candidate of equal value
+    for (int e = lane; e < n; e += 32) {
+      const float v = work[e];
+      if (ranks_before(v, e, bp, bi)) {
+        bp = v;
+        bi = e;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float op = __shfl_xor_sync(0xffffffffu, bp, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ranks_before(op, oi, bp, bi)) {
+        bp = op;
+        bi = oi;
+      }
+    }
+    const int id = bi < n ? bi : 0;  // only NaN logits leave no candidate
+    if (lane == 0) {
+      ids[static_cast<int64_t>(t) * k + r] = id;
+      selected_sum = __fadd_rn(selected_sum, prob[id]);
+    }
+    if (lane == (id & 31)) work[id] = -INFINITY;
+    __syncwarp();
+  }
+  if (lane == 0) {
+    for (int r = 0; r < k; ++r) {
+      const int64_t o = static_cast<int64_t>(t) * k + r;
+      weights[o] = __fdiv_rn(prob[ids[o]], selected_sum);
+    }
+  }
+}
+
+// ---- SwiGLU and the shared gate ------------------------------------------------------------------
+
+constexpr int kEwThreads = 256;  // elementwise kernels: 4 values per thread
+
+// silu as torch's CPU kernel computes it (reference::silu): x / (1 + exp(-x)).
+__device__ __forceinline__ float silu(float x) { return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x))); }
+
+// Row blockIdx.y, values 4 * (blockIdx.x * kEwThreads + threadIdx.x) .. + 3. When q8 != nullptr
+// (n a multiple of 32) the same lanes quantize h: their 8-lane groups are its q8_1 blocks.
+__global__ void __launch_bounds__(kEwThreads) swiglu_kernel(const float* __restrict__ g, const float* __restrict__ u,
+                                                            int64_t stride, int n, float* __restrict__ h,
+                                                            uint8_t* __restrict__ q8, int64_t q8_stride) {
+  const int64_t t = blockIdx.y;
+  const int quad = blockIdx.x * kEwThreads + threadIdx.x;
+  const bool live = 4 * quad < n;
+  float4 hv = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (live) {
+    const float4 gv = *reinterpret_cast<const float4*>(g + t * stride + 4 * quad);
+    const float4 uv = *reinterpret_cast<const float4*>(u + t * stride + 4 * quad);
+    hv = make_float4(__fmul_rn(silu(gv.x), uv.x), __fmul_rn(silu(gv.y), uv.y), __fmul_rn(silu(gv.z), uv.z),
+                     __fmul_rn(silu(gv.w), uv.w));
+    *reinterpret_cast<float4*>(h + t * n + 4 * quad) = hv;
+  }
+  if (q8 != nullptr) quantize_q8_1_quad(hv, live, q8 + t * q8_stride, quad >> 3, quad & 7);
+}
+
+// The grouped call's entries: entry blockIdx.y (if it is one of the call's), values 4 * quad ..
+// + 3 of its gate (row of 2n: gate then up). The same body as swiglu_kernel.
+__global__ void __launch_bounds__(kEwThreads) swiglu_entries_kernel(const float* __restrict__ gu, int n,
+                                                                    const int* __restrict__ n_groups,
+                                                                    const int* __restrict__ group_start,
+                                                                    float* __restrict__ h, uint8_t* __restrict__ q8,
+                                                                    int64_t q8_stride) {
+  const int64_t i = blockIdx.y;
+  if (i >= group_start[*n_groups]) return;  // CTA-uniform: not an entry of this call
+  const int quad = blockIdx.x * kEwThreads + threadIdx.x;
+  const bool live = 4 * quad < n;
+  float4 hv = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (live) {
+    const float4 gv = *reinterpret_cast<const float4*>(gu + i * 2 * n + 4 * quad);
+    const float4 uv = *reinterpret_cast<const float4*>(gu + i * 2 * n + n + 4 * quad);
+    hv = make_float4(__fmul_rn(silu(gv.x), uv.x), __fmul_rn(silu(gv.y), uv.y), __fmul_rn(silu(gv.z), uv.z),
+                     __fmul_rn(silu(gv.w), uv.w));
+    *reinterpret_cast<float4*>(h + i * n + 4 * quad) = hv;
+  }
+  if (q8 != nullptr) quantize_q8_1_quad(hv, live, q8 + i * q8_stride, quad >> 3, quad & 7);
+}
+
+__global__ void __launch_bounds__(kEwThreads) shared_gate_add_kernel(float* __restrict__ y, const float* __restrict__ s,
+                                                                     const float* __restrict__ gate_logit, int n) {
+  const int64_t t = blockIdx.y;
+  const int j = blockIdx.x * kEwThreads + threadIdx.x;
+  if (j >= n) return;
+  const float gate = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-gate_logit[t])));  // reference::sigmoid
+  y[t * n + j] = __fadd_rn(y[t * n + j], __fmul_rn(s[t * n + j], gate));
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+Status router_topk(const float* logits, int T, int n_expert, int k, int32_t* ids, float* weights, Stream stream) {
+  const std::string where = "cuda: router_topk(T=" + std::to_string(T) + ", n_expert=" + std::to_string(n_expert) +
+                            ", k=" + std::to_string(k) + "): ";
+  if (logits == nullptr || ids == nullptr || weights == nullptr) return Status::error(where + "null logits, ids or weights");
+  if (T < 1 || T > 65535) return Status::error(where + "T must be in 1..65535");
+  if (n_expert < 1 || n_expert > kRouterMaxExperts)
+    return Status::error(where + "n_expert must be in 1.." + std::to_string(kRouterMaxExperts));
+  if (k < 1 || k > n_expert) return Status::error(where + "k must be in 1..n_expert");
+  const size_t smem = 2 * static_cast<size_t>(n_expert) * sizeof(float);
+  if (smem > 48 * 1024) {
+    STRATA_CUDA_TRY(cudaFuncSetAttribute(router_topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(2 * kRouterMaxExperts * sizeof(float))));
+  }
+  router_topk_kernel<<<T, 32, smem, stream>>>(logits, n_expert, k, ids, weights);
+  STRATA_CUDA_TRY(cudaGetLastError());
+  return Status::ok_status();
+}
+
+Status swiglu(const float* g, const float* u, int64_t stride, int T, int n, float* h, void* h_q8, int64_t q8_stride,
+              Stream stream) {
+  const std::string where = "cuda: swiglu(T=" + std::to_string(T) + ", n=" + std::to_string(n) + "): ";
+  if (g == nullptr || u == nullptr || h == nullptr) return Status::error(where + "null g, u or h");
+  if (T < 1 || T > 65535) return Status::error(where + "T must be in 1..65535");
+  if (n < 4 || n % 4 != 0) return Status::error(where + "n must be a positive multiple of 4");
+  if (!aligned16(g) || !aligned16(u) || !aligned16(h) || stride % 4 != 0 || stride < n)
+    return Status::error(where + "g, u and h must be 16-byte aligned and stride (" + std::to_string(stride) +
+                         ") a multiple of 4 floats >= n");
+  if (h_q8 != nullptr) {
+    if (n % 32 != 0) return Status::error(where + "n must be a multiple of 32 for the q8_1 form");
+    if (reinterpret_cast<uintptr_t>(h_q8) % 4 != 0 || q8_stride % 4 != 0 || q8_stride < n / 32 * 36)
+      return Status::error(where + "h_q8 must be 4-byte aligned and q8_stride (" + std::to_string(q8_stride) +
+                           ") a multiple of 4 bytes >= " + std::to_string(n / 32 * 36));
+  }
+  const dim3 grid(static_cast<unsigned>((n / 4 + kEwThreads - 1) / kEwThreads), static_cast<unsigned>(T));
+  swiglu_kernel<<<grid, kEwThreads, 0, stream>>>(g, u, stride, n, h, static_cast<uint8_t*>(h_q8), q8_stride);
+  STRATA_CUDA_TRY(cudaGetLastError());
+  return Status::ok_status();
+}
+
+Status swiglu_entries(const float* gu, int cap, int n, const int* n_groups, const int* group_start, float* h,
+                      void* h_q8, int64_t q8_stride, Stream stream) {
+  const std::string where = "cuda: swiglu_entries(cap=" + std::to_string(cap) + ", n=" + std::to_string(n) + "): ";
+  if (gu == nullptr || n_groups == nullptr || group_start == nullptr || h == nullptr)
+    return Status::error(where + "null gu, n_groups, group_start or h");
+  if (cap < 1 || cap > 65535) return Status::error(where + "cap must be in 1..65535");
+  if (n < 4 || n % 4 != 0) return Status::error(where + "n must be a positive multiple of 4");
+  if (!aligned16(gu) || !aligned16(h)) return Status::error(where + "gu and h must be 16-byte aligned");
+  if (h_q8 != nullptr) {
+    if (n % 32 != 0) return Status::error(where + "n must be a multiple of 32 for the q8_1 form");
+    if (reinterpret_cast<uintptr_t>(h_q8) % 4 != 0 || q8_stride % 4 != 0 || q8_stride < n / 32 * 36)
+      return Status::error(where + "h_q8 must be 4-byte aligned and q8_stride (" + std::to_string(q8_stride) +
+                           ") a multiple of 4 bytes >= " + std::to_string(n / 32 * 36));
+  }
+  const dim3 grid(static_cast<unsigned>((n / 4 + kEwThreads - 1) / kEwThreads), static_cast<unsigned>(cap));
+  swiglu_entries_kernel<<<grid, kEwThreads, 0, stream>>>(gu, n, n_groups, group_start, h, static_cast<uint8_t*>(h_q8),
+                                                         q8_stride);
+  STRATA_CUDA_TRY(cudaGetLastError());
+  return Status::ok_status();
+}
+
+Status shared_gate_add(float* y, const float* s, const float* gate_logit, int T, int n, Stream stream) {
+  const std::string where = "cuda: shared_gate_add(T=" + std::to_string(T) + ", n=" + std::to_string(n) + "): ";
+  if (y == nullptr || s == nullptr || gate_logit == nullptr) return Status::error(where + "null y, s or gate_logit");
+  if (T < 1 || T > 65535) return Status::error(where + "T must be in 1..65535");
+  if (n < 1) return Status::error(where + "n must be positive");
+  const dim3 grid(static_cast<unsigned>((n + kEwThreads - 1) / kEwThreads), static_cast<unsigned>(T));
+  shared_gate_add_kernel<<<grid, kEwThreads, 0, stream>>>(y, s, gate_logit, n);
+  STRATA_CUDA_TRY(cudaGetLastError());
+  return Status::ok_status();
+}
+
+}  // namespace strata::cuda

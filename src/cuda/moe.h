@@ -1,0 +1,85 @@
+// The MoE FFN's decode kernels (spec/model.md §8) for a window of T = 1..8 rows:
+//   router_topk            softmax over the router logits (fp32), the k most probable (ties: the
+//                          lower expert id), weights p_e / sum of the k
+//   native_expert_grouped  the window's T x k entries grouped by expert (a group = one distinct
+//                          expert, an entry = one (row, expert) pair); gate/up per group, decoding
+//                          each weight block once for all of the group's entries; SwiGLU and the
+//                          q8_1 quantization of h fused in one kernel over the call's own
+//                          entries; down per group; then every row's sum of w_e * out_e in
+//                          ascending expert id (the reference's order), written to y
+//   swiglu                 h = silu(g) * u (the shared expert), optional q8_1 form of h
+//   shared_gate_add        y += sigmoid(gate_logit) * s (the shared expert's scalar gate)
+// Grouped kernels take their group from block row g % gridDim.y (group stride), so the grid does
+// not depend on how many groups a window has and one captured graph fits every window.
+// Host-only header.
+#pragma once
+
+#include <cstdint>
+
+#include "dtensor.h"
+#include "linear.h"
+#include "strata/common/status.h"
+
+namespace strata::cuda {
+
+// logits [T, n_expert] -> ids [T, k] (by probability descending), weights [T, k].
+Status router_topk(const float* logits, int T, int n_expert, int k, int32_t* ids, float* weights, Stream stream);
+
+struct ExpertWeights {
+  DTensor gate, up;     // [n_expert * n_ff, H] each; or both empty and gate_up set
+  DTensor gate_up;      // fused: per expert 2 * n_ff rows, gate first
+  DTensor down;         // [n_expert * H, n_ff]
+  int n_expert = 0, n_ff = 0, n_embd = 0;
+};
+
+// Device scratch of one grouped call, sized for cap_entries = T_max * k (expert_scratch_bytes).
+struct ExpertScratch {
+  void* base = nullptr;
+  int64_t bytes = 0;
+  int cap_entries = 0;
+};
+int64_t expert_scratch_bytes(const ExpertWeights& w, int cap_entries);
+
+// Where a grouped call keeps its intermediates inside the scratch (byte offsets from base, each
+// 256-byte aligned), for tests that inspect them. Entries are sorted by (expert, row):
+//   n_groups      int                       groups of this call
+//   group_expert  int [cap]                 expert of group g, ascending
+//   group_start   int [cap + 1]             group g's entries are [start[g], start[g + 1])
+//   entry_row     int [cap]                 window row of each entry
+//   entry_weight  float [cap]               router weight of each entry
+//   row_entries   int [cap]                 row t's k entries in ascending expert id at [t * k, t * k + k)
+//   gate_up       float [cap, 2 * n_ff]     gate then up of each entry
+//   h             float [cap, n_ff]         silu(gate) * up
+//   h_q8          q8_1 [cap] rows of h_q8_stride bytes (for a quantized down)
+//   out           float [cap, n_embd]       down of each entry
+struct ExpertScratchLayout {
+  int64_t n_groups = 0, group_expert = 0, group_start = 0, entry_row = 0, entry_weight = 0, row_entries = 0;
+  int64_t gate_up = 0, h = 0, h_q8 = 0, out = 0;
+  int64_t h_q8_stride = 0;
+  int64_t bytes = 0;  // the whole scratch (expert_scratch_bytes)
+};
+ExpertScratchLayout expert_scratch_layout(const ExpertWeights& w, int cap_entries);
+
+// The entries one call of native_expert_grouped may have: T * k <= kMaxExpertEntries.
+inline constexpr int kMaxExpertEntries = 256;
+
+// u: T rows of H, f32 and (for quantized experts) q8_1 already filled; ids/weights from
+// router_topk; y [T, H] is overwritten with the routed sum.
+Status native_expert_grouped(const ExpertWeights& w, const Act& u, const int32_t* ids, const float* weights, int k,
+                             const ExpertScratch& scratch, float* y, Stream stream);
+
+// h[t, i] = silu(g[t, i]) * u[t, i] for T rows of n values (rows g + t * stride, u + t * stride,
+// h + t * n); when h_q8 != nullptr also its q8_1 form (rows h_q8 + t * q8_stride bytes).
+Status swiglu(const float* g, const float* u, int64_t stride, int T, int n, float* h, void* h_q8, int64_t q8_stride,
+              Stream stream);
+
+// The grouped call's SwiGLU over its own entries: for i < group_start[*n_groups] (device values of
+// the grouping) among the `cap` launched, h[i, :] = silu(gu[i, 0:n]) * gu[i, n:2n] (rows of 2n and
+// n floats), and when h_q8 != nullptr its q8_1 form at h_q8 + i * q8_stride (n a multiple of 32).
+Status swiglu_entries(const float* gu, int cap, int n, const int* n_groups, const int* group_start, float* h,
+                      void* h_q8, int64_t q8_stride, Stream stream);
+
+// y[t, j] += s[t, j] * sigmoid(gate_logit[t]) for T rows of n.
+Status shared_gate_add(float* y, const float* s, const float* gate_logit, int T, int n, Stream stream);
+
+}  // namespace strata::cuda

@@ -1,0 +1,378 @@
+// Parity cases of the Gated DeltaNet decode kernels (src/cuda/gdn.h) against the reference:
+//   gdn_conv(..)        a sequence of windows, each gdn_conv then gdn_conv_commit(n) with n <= T,
+//                       against reference::causal_conv_silu on the host's copy of the history; the
+//                       committed history must equal the host's bit for bit (it is a copy)
+//   gdn_recurrent(..)   against reference::l2_norm / sigmoid / softplus and reference::gdn_recurrent
+//                       from a random non-zero state, in place and out of place (out and state)
+//   gdn_gated_norm(..)  against reference::rms_norm_gated per (row, head)
+// With opt.bench each case is timed (a CUDA graph of launches, median of opt.bench_reps); the
+// recurrent cases also report the state's GB/s (bytes read + written per launch / time), the
+// states cycling through copies several times the L2 so that they come from DRAM.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include "gdn.h"
+#include "parity_harness.h"
+#include "strata/reference/gdn.h"
+#include "strata/reference/ops.h"
+#include "strata/reference/thread_pool.h"
+
+namespace strata::cuda {
+namespace {
+
+// The kernels evaluate the reference's formulas in the same order in fp32, but sum in a fixed fp32
+// order (warp trees, per-warp partials) where the reference sums in double: each 32..128-term dot
+// product differs by ~1e-7..1e-6 relative, and the recurrence carries that over at most 8 rows
+// without growth (|exp(g)| <= 1, k unit length). 1e-5 leaves a 10x margin over that.
+constexpr double kGdnRelTol = 1e-5;
+
+struct Geometry {
+  int n_k_heads, n_v_heads, head_dim, conv_kernel;
+};
+
+GdnDims dims_of(const Geometry& g) {
+  GdnDims d;
+  d.n_k_heads = g.n_k_heads;
+  d.n_v_heads = g.n_v_heads;
+  d.head_dim = g.head_dim;
+  d.conv_kernel = g.conv_kernel;
+  return d;
+}
+
+Status upload(DeviceBuffer& buf, const std::vector<float>& host) {
+  STRATA_TRY(buf.alloc(host.size() * sizeof(float)));
+  PARITY_CUDA(cudaMemcpy(buf.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return Status::ok_status();
+}
+
+// A buffer of n floats, every one NaN (all bits set), so that unwritten outputs show.
+Status alloc_nan(DeviceBuffer& buf, size_t n) {
+  STRATA_TRY(buf.alloc(n * sizeof(float)));
+  PARITY_CUDA(cudaMemset(buf.get(), 0xFF, n * sizeof(float)));
+  return Status::ok_status();
+}
+
+Status download(std::vector<float>& host, const DeviceBuffer& buf, size_t n) {
+  host.resize(n);
+  PARITY_CUDA(cudaDeviceSynchronize());
+  PARITY_CUDA(cudaMemcpy(host.data(), buf.get(), n * sizeof(float), cudaMemcpyDeviceToHost));
+  return Status::ok_status();
+}
+
+// Median milliseconds of one launch: a graph of `launches` calls of launch(i, stream), timed as a
+// whole and divided; median over `reps` graph launches after two warm-up ones. Capturing the
+// launches into a graph also checks that they are capturable.
+Result<double> median_launch_ms(int launches, int reps, const std::function<Status(int, cudaStream_t)>& launch) {
+  cudaStream_t stream = nullptr;
+  PARITY_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  const auto body = [&]() -> Result<double> {
+    PARITY_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    Status st;
+    for (int i = 0; i < launches && st.ok(); ++i) st = launch(i, stream);
+    const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    if (!st.ok()) return st;
+    PARITY_CUDA(end);
+    PARITY_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    PARITY_CUDA(cudaEventCreate(&start));
+    PARITY_CUDA(cudaEventCreate(&stop));
+    for (int w = 0; w < 2; ++w) PARITY_CUDA(cudaGraphLaunch(exec, stream));
+    PARITY_CUDA(cudaStreamSynchronize(stream));
+    std::vector<float> ms(static_cast<size_t>(std::max(reps, 1)));
+    for (float& m : ms) {
+      PARITY_CUDA(cudaEventRecord(start, stream));
+      PARITY_CUDA(cudaGraphLaunch(exec, stream));
+      PARITY_CUDA(cudaEventRecord(stop, stream));
+      PARITY_CUDA(cudaEventSynchronize(stop));
+      PARITY_CUDA(cudaEventElapsedTime(&m, start, stop));
+    }
+    std::sort(ms.begin(), ms.end());
+    return static_cast<double>(ms[ms.size() / 2]) / launches;
+  };
+  auto res = body();
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  if (start) cudaEventDestroy(start);
+  if (stop) cudaEventDestroy(stop);
+  cudaStreamDestroy(stream);
+  return res;
+}
+
+std::string diff_text(const char* what, const Diff& d) { return fmt::format("{} {}", what, d.text()); }
+bool within(const Diff& d) { return d.finite && d.rel <= kGdnRelTol; }
+
+// ---- gdn_conv + gdn_conv_commit ----------------------------------------------------------------------
+
+struct Window {
+  int T, n;  // rows, then rows accepted by the commit
+};
+
+Status run_conv_case(const ParityOptions& opt, Reporter& rep, const Geometry& g, int64_t m_stride) {
+  const std::vector<Window> windows = {{1, 1}, {4, 2}, {8, 8}, {2, 0}, {3, 3}, {8, 5}};
+  const GdnDims d = dims_of(g);
+  const int K = d.conv_kernel;
+  const int64_t C = d.conv_dim();
+  CaseResult r;
+  r.op = "gdn_conv";
+  std::string seq;
+  for (const Window& w : windows) seq += fmt::format("{}T{}/n{}", seq.empty() ? "" : " ", w.T, w.n);
+  r.line = fmt::format("gdn_conv(conv_dim={}, K={}, m_stride={}, windows={})", C, K, m_stride, seq);
+  r.params = {{"conv_dim", C}, {"K", K}, {"m_stride", m_stride}, {"windows", seq}};
+  if (!rep.wanted(r.line)) return Status::ok_status();
+  const uint64_t seed = case_seed(opt.seed, r.line);
+
+  const std::vector<float> w = random_normal(seed, static_cast<size_t>(C * K), 0.5f);
+  std::vector<float> hist = random_normal(seed + 1, static_cast<size_t>(C * (K - 1)));  // a mid-sequence history
+  DeviceBuffer dw, dhist, dm, dc;
+  STRATA_TRY(upload(dw, w));
+  STRATA_TRY(alloc_nan(dhist, static_cast<size_t>(C * (K - 1 + kMaxWindowRows))));
+  PARITY_CUDA(cudaMemcpy(dhist.get(), hist.data(), hist.size() * sizeof(float), cudaMemcpyHostToDevice));
+  STRATA_TRY(alloc_nan(dm, static_cast<size_t>(m_stride * kMaxWindowRows)));
+  STRATA_TRY(alloc_nan(dc, static_cast<size_t>(C * kMaxWindowRows)));
+
+  Diff worst_c;  // over all windows
+  bool hist_exact = true;
+  std::string hist_note;
+  for (size_t wi = 0; wi < windows.size(); ++wi) {
+    const Window win = windows[wi];
+    const std::vector<float> m = random_normal(seed + 2 + wi, static_cast<size_t>(m_stride * win.T));
+    PARITY_CUDA(cudaMemcpy(dm.get(), m.data(), m.size() * sizeof(float), cudaMemcpyHostToDevice));
+    PARITY_CUDA(cudaMemset(dc.get(), 0xFF, dc.bytes()));
+    STRATA_TRY(gdn_conv(d, dm.get<float>(), m_stride, dw.get<float>(), dhist.get<float>(), win.T, dc.get<float>(), nullptr));
+    STRATA_TRY(gdn_conv_commit(d, dhist.get<float>(), win.n, nullptr));
+    std::vector<float> got_c, got_hist;
+    STRATA_TRY(download(got_c, dc, static_cast<size_t>(C * win.T)));
+    STRATA_TRY(download(got_hist, dhist, static_cast<size_t>(C * (K - 1))));
+
+    // Reference: the conv over [history; x], then the history that ends at accepted row n.
+    std::vector<float> x(static_cast<size_t>(C * win.T));
+    for (int t = 0; t < win.T; ++t) std::copy_n(m.data() + t * m_stride, C, x.data() + t * C);
+    std::vector<float> ext = hist;
+    ext.insert(ext.end(), x.begin(), x.end());
+    std::vector<float> want_c(x.size());
+    std::vector<float> ref_hist = hist;  // causal_conv_silu advances its copy by all T rows
+    reference::causal_conv_silu(w.data(), C, K, 1, ref_hist, x.data(), win.T, want_c.data());
+    hist.assign(ext.begin() + win.n * C, ext.begin() + (win.n + K - 1) * C);
+
+    const Diff dcw = diff(got_c.data(), want_c.data(), want_c.size());
+    worst_c.rel = std::max(worst_c.rel, dcw.rel);
+    worst_c.max_abs = std::max(worst_c.max_abs, dcw.max_abs);
+    worst_c.finite = worst_c.finite && dcw.finite;
+    if (std::memcmp(got_hist.data(), hist.data(), hist.size() * sizeof(float)) != 0 && hist_exact) {
+      hist_exact = false;
+      hist_note = fmt::format(" history differs after window {} (T={}, n={})", wi, win.T, win.n);
+    }
+  }
+  const bool ok = within(worst_c) && hist_exact;
+  r.status = ok ? "OK" : "FAIL";
+  r.detail = fmt::format("{} history {}{}", worst_c.text(), hist_exact ? "exact" : "MISMATCH", hist_note);
+  r.metrics = {{"rel", worst_c.rel}, {"max_abs", worst_c.max_abs}, {"history_exact", hist_exact}};
+  if (ok && opt.bench) {
+    // gdn_conv is idempotent (it reads history rows 0..K-2 and writes the rows after them).
+    auto ms = median_launch_ms(64, opt.bench_reps, [&](int, cudaStream_t s) {
+      return gdn_conv(d, dm.get<float>(), m_stride, dw.get<float>(), dhist.get<float>(), kMaxWindowRows,
+                      dc.get<float>(), s);
+    });
+    if (!ms) return ms.status();
+    r.metrics["ms"] = *ms;
+    r.metrics["T"] = kMaxWindowRows;
+    r.detail += fmt::format(" ({:.2f} us at T={})", 1e3 * *ms, kMaxWindowRows);
+  }
+  rep.add(std::move(r));
+  return Status::ok_status();
+}
+
+// ---- gdn_recurrent ---------------------------------------------------------------------------------
+
+// The recurrent kernel's per-launch time over state copies that together exceed the L2 several
+// times, so that each launch reads its state from DRAM as in the engine (36 layers of state and the
+// weights pass through the L2 between two windows of one layer).
+Result<double> bench_recurrent(const GdnDims& d, const DeviceBuffer& dc, const DeviceBuffer& db,
+                               const DeviceBuffer& da, int64_t ba_stride, const DeviceBuffer& dA,
+                               const DeviceBuffer& ddt, int T, bool in_place, DeviceBuffer& dout, int reps) {
+  int l2_bytes = 0;
+  int device = 0;
+  PARITY_CUDA(cudaGetDevice(&device));
+  PARITY_CUDA(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
+  const size_t state_floats = static_cast<size_t>(d.n_v_heads) * d.head_dim * d.head_dim;
+  const size_t state_bytes = state_floats * sizeof(float);
+  const int copies =
+      static_cast<int>(std::clamp<size_t>((4 * static_cast<size_t>(l2_bytes) + state_bytes - 1) / state_bytes, 2, 256));
+  DeviceBuffer ring;
+  STRATA_TRY(ring.alloc(state_bytes * static_cast<size_t>(copies)));
+  PARITY_CUDA(cudaMemset(ring.get(), 0, ring.bytes()));
+  float* base = ring.get<float>();
+  return median_launch_ms(copies, reps, [&](int i, cudaStream_t s) {
+    float* in = base + state_floats * static_cast<size_t>(i);
+    // Out of place, launch i writes the copy read half a ring later, long evicted by then (writing
+    // the next launch's copy would hand that launch its state from L2).
+    float* out_state = in_place ? in : base + state_floats * static_cast<size_t>((i + copies / 2) % copies);
+    return gdn_recurrent(d, dc.get<float>(), db.get<float>(), da.get<float>(), ba_stride, dA.get<float>(),
+                         ddt.get<float>(), in, out_state, T, dout.get<float>(), s);
+  });
+}
+
+Status run_recurrent_case(const ParityOptions& opt, Reporter& rep, reference::ThreadPool& pool, const Geometry& g,
+                          int T, bool in_place) {
+  const GdnDims d = dims_of(g);
+  const int64_t nk = d.n_k_heads, nv = d.n_v_heads, D = d.head_dim, C = d.conv_dim();
+  const int64_t key_dim = nk * D, value_dim = nv * D;
+  const int64_t ba_stride = nv + 3;  // b and a as columns of a wider projection output
+  CaseResult r;
+  r.op = "gdn_recurrent";
+  r.line = fmt::format("gdn_recurrent(T={}, k_heads={}, v_heads={}, d={}, {})", T, nk, nv, D,
+                       in_place ? "in-place" : "out-of-place");
+  r.params = {{"T", T}, {"k_heads", nk}, {"v_heads", nv}, {"d", D}, {"in_place", in_place}};
+  if (!rep.wanted(r.line)) return Status::ok_status();
+  const uint64_t seed = case_seed(opt.seed, r.line);
+
+  const std::vector<float> c = random_normal(seed, static_cast<size_t>(C * T));
+  const std::vector<float> b = random_normal(seed + 1, static_cast<size_t>(ba_stride * T));
+  const std::vector<float> a = random_normal(seed + 2, static_cast<size_t>(ba_stride * T));
+  std::vector<float> ssm_a = random_normal(seed + 3, static_cast<size_t>(nv), 0.5f);
+  for (float& v : ssm_a) v = -std::exp(v);  // A = -exp(A_log), as stored
+  const std::vector<float> dt_bias = random_normal(seed + 4, static_cast<size_t>(nv), 0.5f);
+  const std::vector<float> state0 = random_normal(seed + 5, static_cast<size_t>(nv * D * D), 0.5f);
+
+  DeviceBuffer dc, db, da, dA, ddt, dstate_in, dstate_out, dout;
+  STRATA_TRY(upload(dc, c));
+  STRATA_TRY(upload(db, b));
+  STRATA_TRY(upload(da, a));
+  STRATA_TRY(upload(dA, ssm_a));
+  STRATA_TRY(upload(ddt, dt_bias));
+  STRATA_TRY(upload(dstate_in, state0));
+  if (!in_place) STRATA_TRY(alloc_nan(dstate_out, state0.size()));
+  STRATA_TRY(alloc_nan(dout, static_cast<size_t>(value_dim * T)));
+  float* state_out = in_place ? dstate_in.get<float>() : dstate_out.get<float>();
+  STRATA_TRY(gdn_recurrent(d, dc.get<float>(), db.get<float>(), da.get<float>(), ba_stride, dA.get<float>(),
+                           ddt.get<float>(), dstate_in.get<float>(), state_out, T, dout.get<float>(), nullptr));
+  std::vector<float> got_out, got_state, kept_in;
+  STRATA_TRY(download(got_out, dout, static_cast<size_t>(value_dim * T)));
+  STRATA_TRY(download(got_state, in_place ? dstate_in : dstate_out, state0.size()));
+  if (!in_place) STRATA_TRY(download(kept_in, dstate_in, state0.size()));
+
+  // Reference: split, l2-normalise q and k per key head, the gates, then the recurrent rule.
+  std::vector<float> q(static_cast<size_t>(key_dim * T)), k(q.size()), v(static_cast<size_t>(value_dim * T));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = c.data() + t * C;
+    std::copy_n(row, key_dim, q.data() + t * key_dim);
+    std::copy_n(row + key_dim, key_dim, k.data() + t * key_dim);
+    std::copy_n(row + 2 * key_dim, value_dim, v.data() + t * value_dim);
+    for (int64_t h = 0; h < nk; ++h) {
+      reference::l2_norm({q.data() + t * key_dim + h * D, static_cast<size_t>(D)});
+      reference::l2_norm({k.data() + t * key_dim + h * D, static_cast<size_t>(D)});
+    }
+  }
+  std::vector<float> beta(static_cast<size_t>(nv * T)), gate(beta.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < nv; ++h) {
+      beta[t * nv + h] = reference::sigmoid(b[t * ba_stride + h]);
+      gate[t * nv + h] = ssm_a[h] * reference::softplus(a[t * ba_stride + h] + dt_bias[h]);
+    }
+  std::vector<float> want_state = state0, want_out(static_cast<size_t>(value_dim * T));
+  reference::gdn_recurrent(reference::GdnShape{nk, nv, D}, q.data(), k.data(), v.data(), gate.data(), beta.data(), T,
+                           want_state.data(), want_out.data(), pool);
+
+  const Diff dout_diff = diff(got_out.data(), want_out.data(), want_out.size());
+  const Diff dstate_diff = diff(got_state.data(), want_state.data(), want_state.size());
+  const bool in_kept = in_place || std::memcmp(kept_in.data(), state0.data(), state0.size() * sizeof(float)) == 0;
+  const bool ok = within(dout_diff) && within(dstate_diff) && in_kept;
+  r.status = ok ? "OK" : "FAIL";
+  r.detail = diff_text("out", dout_diff) + "; " + diff_text("state", dstate_diff) + (in_kept ? "" : "; state_in was modified");
+  r.metrics = {{"rel", dout_diff.rel}, {"max_abs", dout_diff.max_abs}, {"state_rel", dstate_diff.rel},
+               {"state_max_abs", dstate_diff.max_abs}};
+  if (ok && opt.bench) {
+    auto ms = bench_recurrent(d, dc, db, da, ba_stride, dA, ddt, T, in_place, dout, opt.bench_reps);
+    if (!ms) return ms.status();
+    const double state_bytes = 2.0 * static_cast<double>(nv * D * D) * sizeof(float);  // read + written
+    const double gb_s = state_bytes / (*ms * 1e-3) / 1e9;
+    r.metrics["ms"] = *ms;
+    r.metrics["gb_s"] = gb_s;
+    r.detail += fmt::format(" ({:.2f} us, {:.0f} GB/s of state)", 1e3 * *ms, gb_s);
+  }
+  rep.add(std::move(r));
+  return Status::ok_status();
+}
+
+// ---- gdn_gated_norm --------------------------------------------------------------------------------
+
+Status run_gated_norm_case(const ParityOptions& opt, Reporter& rep, const Geometry& g, int T) {
+  const GdnDims d = dims_of(g);
+  const int64_t nv = d.n_v_heads, D = d.head_dim, value_dim = nv * D;
+  const int64_t z_stride = value_dim + 32;  // z as a slice of a wider projection output
+  CaseResult r;
+  r.op = "gdn_gated_norm";
+  r.line = fmt::format("gdn_gated_norm(T={}, v_heads={}, d={})", T, nv, D);
+  r.params = {{"T", T}, {"v_heads", nv}, {"d", D}};
+  if (!rep.wanted(r.line)) return Status::ok_status();
+  const uint64_t seed = case_seed(opt.seed, r.line);
+
+  const std::vector<float> o = random_normal(seed, static_cast<size_t>(value_dim * T));
+  const std::vector<float> z = random_normal(seed + 1, static_cast<size_t>(z_stride * T));
+  std::vector<float> w = random_normal(seed + 2, static_cast<size_t>(D), 0.1f);
+  for (float& x : w) x += 1.0f;  // a plain weight near 1, as trained
+  DeviceBuffer dO, dz, dw, dy;
+  STRATA_TRY(upload(dO, o));
+  STRATA_TRY(upload(dz, z));
+  STRATA_TRY(upload(dw, w));
+  STRATA_TRY(alloc_nan(dy, o.size()));
+  STRATA_TRY(gdn_gated_norm(d, dO.get<float>(), dz.get<float>(), z_stride, dw.get<float>(), T, dy.get<float>(), nullptr));
+  std::vector<float> got;
+  STRATA_TRY(download(got, dy, o.size()));
+
+  std::vector<float> want(o.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < nv; ++h) {
+      const int64_t off = t * value_dim + h * D;
+      reference::rms_norm_gated({o.data() + off, static_cast<size_t>(D)},
+                                {z.data() + t * z_stride + h * D, static_cast<size_t>(D)}, w, d.eps,
+                                {want.data() + off, static_cast<size_t>(D)});
+    }
+  const Diff df = diff(got.data(), want.data(), want.size());
+  r.status = within(df) ? "OK" : "FAIL";
+  r.detail = df.text();
+  r.metrics = {{"rel", df.rel}, {"max_abs", df.max_abs}};
+  if (within(df) && opt.bench) {
+    auto ms = median_launch_ms(64, opt.bench_reps, [&](int, cudaStream_t s) {
+      return gdn_gated_norm(d, dO.get<float>(), dz.get<float>(), z_stride, dw.get<float>(), T, dy.get<float>(), s);
+    });
+    if (!ms) return ms.status();
+    r.metrics["ms"] = *ms;
+    r.detail += fmt::format(" ({:.2f} us)", 1e3 * *ms);
+  }
+  rep.add(std::move(r));
+  return Status::ok_status();
+}
+
+}  // namespace
+
+Status run_gdn_cases(const ParityOptions& opt, Reporter& rep) {
+  const Geometry released{16, 48, 128, 4};
+  const Geometry small{4, 8, 32, 4};
+  const Geometry mid{2, 6, 64, 4};
+  const Geometry odd{3, 5, 16, 5};  // conv_dim 176 (not a multiple of a CTA), d = 16 (< one warp)
+  const int windows[] = {1, 2, 4, 8};
+
+  STRATA_TRY(run_conv_case(opt, rep, released, dims_of(released).conv_dim() + 64));
+  STRATA_TRY(run_conv_case(opt, rep, small, dims_of(small).conv_dim()));
+  STRATA_TRY(run_conv_case(opt, rep, odd, dims_of(odd).conv_dim() + 3));
+
+  reference::ThreadPool pool;
+  for (const Geometry& g : {released, small, mid})
+    for (int T : windows)
+      for (bool in_place : {true, false}) STRATA_TRY(run_recurrent_case(opt, rep, pool, g, T, in_place));
+
+  for (const Geometry& g : {released, small, odd})
+    for (int T : windows) STRATA_TRY(run_gated_norm_case(opt, rep, g, T));
+  return Status::ok_status();
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,612 @@
+// Parity of the MoE kernels (moe.h) against the CPU reference: router_topk against
+// reference::route (with planted ties), native_expert_grouped against host code that follows
+// reference::moe_layer's routed part (weights through the reference dequantizers, activations
+// through the reference q8_1 quantizer and back for quantized types, as run_mmvq_cases does),
+// swiglu (and its q8_1 bytes) and shared_gate_add.
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "moe.h"
+#include "parity_harness.h"
+#include "strata/cuda/quantize.h"
+#include "strata/quant/dequant.h"
+#include "strata/quant/quantize.h"
+#include "strata/reference/moe.h"
+#include "strata/reference/ops.h"
+
+namespace strata::cuda {
+namespace {
+
+using quant::Type;
+
+// fp32 accumulation in a different order than the double host sums: ~1e-6 relative at these K.
+constexpr double kMoeRelTol = 1e-5;
+// The router's weights p_e / sum differ from the reference's only by expf against std::exp (an ulp
+// or two of each p) and the order of the softmax's double sum.
+constexpr double kRouterRelTol = 1e-5;
+
+// ---- helpers ---------------------------------------------------------------------------------------
+
+// Runs a kernel call and reports a failure (FAIL line) or a sticky CUDA error (harness stop).
+// Returns true when the call and the device synchronisation succeeded.
+template <class F>
+Result<bool> run_call(CaseResult& r, Reporter& rep, F call) {
+  Status st = call();
+  if (st.ok()) {
+    const cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) st = Status::error(fmt::format("kernel failed: {}", cudaGetErrorString(e)));
+  }
+  if (st.ok()) return true;
+  r.status = "FAIL";
+  r.detail = st.message();
+  rep.add(std::move(r));
+  if (cudaDeviceSynchronize() != cudaSuccess) return st;
+  cudaGetLastError();
+  return false;
+}
+
+template <class T>
+Status to_device(DeviceBuffer& d, const std::vector<T>& h) {
+  STRATA_TRY(d.alloc(h.size() * sizeof(T)));
+  PARITY_CUDA(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return Status::ok_status();
+}
+
+template <class T>
+Status from_device(std::vector<T>& h, const void* d, size_t n) {
+  h.resize(n);
+  PARITY_CUDA(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return Status::ok_status();
+}
+
+// Median milliseconds of `reps` calls of fn, each timed alone with events; `before` runs untimed
+// before each call (an L2 flush).
+template <class F, class B>
+Result<double> time_median(int reps, B before, F fn, cudaStream_t stream = nullptr) {
+  cudaEvent_t a, b;
+  PARITY_CUDA(cudaEventCreate(&a));
+  PARITY_CUDA(cudaEventCreate(&b));
+  std::vector<double> ms;
+  Status st = Status::ok_status();
+  for (int i = 0; i < std::max(reps, 1) && st.ok(); ++i) {
+    before();
+    cudaEventRecord(a, stream);
+    st = fn();
+    cudaEventRecord(b, stream);
+    if (cudaEventSynchronize(b) != cudaSuccess) st = Status::error("parity: timing failed");
+    float t = 0;
+    cudaEventElapsedTime(&t, a, b);
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  if (!st.ok()) return st;
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// The reference's view of activation rows: q8_1 and back for a weight type that takes q8_1,
+// else the rows themselves.
+std::vector<float> reference_view(const std::vector<float>& x, int64_t rows, int64_t cols, bool q8) {
+  if (!q8) return x;
+  std::vector<float> out(x.size());
+  std::vector<uint8_t> q(static_cast<size_t>(q8_1_row_bytes(cols)));
+  for (int64_t r = 0; r < rows; ++r) {
+    quant::quantize_row_q8_1(x.data() + r * cols, q.data(), cols);
+    (void)quant::dequantize_row(Type::Q8_1, q.data(), out.data() + r * cols, cols);
+  }
+  return out;
+}
+
+// ---- router -----------------------------------------------------------------------------------------
+
+Status run_router_cases(const ParityOptions& opt, Reporter& rep) {
+  struct Shape {
+    int n_expert, k;
+  };
+  const Shape shapes[] = {{512, 10}, {16, 4}, {100, 7}};
+  for (const Shape& sh : shapes)
+    for (int T : {1, 2, 4, 8}) {
+      CaseResult r;
+      r.op = "router_topk";
+      r.line = fmt::format("router_topk(T={}, n_expert={}, k={})", T, sh.n_expert, sh.k);
+      r.params = {{"T", T}, {"n_expert", sh.n_expert}, {"k", sh.k}};
+      if (!rep.wanted(r.line)) continue;
+      const int n = sh.n_expert, k = sh.k;
+      std::vector<float> logits = random_normal(case_seed(opt.seed, r.line), static_cast<size_t>(T * n), 2.0f);
+      // Planted ties: three experts share the top logit, two share the k-th largest (one of them
+      // then falls just outside the k), and row t > 0 repeats part of row 0.
+      std::mt19937_64 rng(case_seed(opt.seed, r.line + " ties"));
+      for (int t = 0; t < T; ++t) {
+        float* x = logits.data() + static_cast<int64_t>(t) * n;
+        const float top = *std::max_element(x, x + n) + 0.5f;
+        for (int i = 0; i < 3; ++i) x[rng() % n] = top;
+        std::vector<float> sorted(x, x + n);
+        std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+        const float kth = sorted[static_cast<size_t>(std::min(k, n) - 1)];
+        for (int i = 0; i < 2; ++i) x[rng() % n] = kth;
+      }
+      std::vector<int32_t> want_ids;
+      std::vector<float> want_w;
+      for (int t = 0; t < T; ++t) {
+        const reference::Routing ro = reference::route({logits.data() + static_cast<int64_t>(t) * n, static_cast<size_t>(n)}, k);
+        want_ids.insert(want_ids.end(), ro.experts.begin(), ro.experts.end());
+        want_w.insert(want_w.end(), ro.weights.begin(), ro.weights.end());
+      }
+      DeviceBuffer dl, di, dw;
+      STRATA_TRY(to_device(dl, logits));
+      STRATA_TRY(di.alloc(want_ids.size() * sizeof(int32_t)));
+      STRATA_TRY(dw.alloc(want_w.size() * sizeof(float)));
+      PARITY_CUDA(cudaMemset(di.get(), 0xFF, di.bytes()));
+      PARITY_CUDA(cudaMemset(dw.get(), 0xFF, dw.bytes()));
+      const auto call = [&] { return router_topk(dl.get<float>(), T, n, k, di.get<int32_t>(), dw.get<float>(), nullptr); };
+      auto ran = run_call(r, rep, call);
+      if (!ran) return ran.status();
+      if (!*ran) continue;
+      std::vector<int32_t> ids;
+      std::vector<float> w;
+      STRATA_TRY(from_device(ids, di.get(), want_ids.size()));
+      STRATA_TRY(from_device(w, dw.get(), want_w.size()));
+      int64_t id_mismatch = 0;
+      for (size_t i = 0; i < ids.size(); ++i) id_mismatch += ids[i] != want_ids[i];
+      const Diff d = diff(w.data(), want_w.data(), w.size());
+      const bool ok = id_mismatch == 0 && d.finite && d.rel < kRouterRelTol;
+      r.status = ok ? "OK" : "FAIL";
+      r.detail = fmt::format("ids_mismatch={} {}", id_mismatch, d.text());
+      r.metrics = {{"rel", d.rel}, {"max_abs", d.max_abs}, {"ids_mismatch", id_mismatch}};
+      if (opt.bench) {
+        auto ms = time_median(opt.bench_reps, [] {}, call);
+        if (!ms) return ms.status();
+        r.metrics["ms"] = *ms;
+        r.detail += fmt::format(" | {:.4f} ms", *ms);
+      }
+      rep.add(std::move(r));
+    }
+  return Status::ok_status();
+}
+
+// ---- swiglu and shared_gate_add ------------------------------------------------------------------------
+
+Status run_swiglu_cases(const ParityOptions& opt, Reporter& rep) {
+  for (int n : {640, 64, 96})
+    for (int T : {1, 2, 4, 8}) {
+      CaseResult r;
+      r.op = "swiglu";
+      r.line = fmt::format("swiglu(T={}, n={})", T, n);
+      r.params = {{"T", T}, {"n", n}};
+      if (!rep.wanted(r.line)) continue;
+      const int64_t stride = 2 * n + 32;  // g and u as halves of one row, as a fused gate/up output
+      const std::vector<float> gu = random_normal(case_seed(opt.seed, r.line), static_cast<size_t>(T * stride), 3.0f);
+      std::vector<float> want(static_cast<size_t>(T * n));
+      for (int t = 0; t < T; ++t)
+        for (int i = 0; i < n; ++i) want[t * n + i] = reference::silu(gu[t * stride + i]) * gu[t * stride + n + i];
+      const int64_t q8_stride = q8_1_row_bytes(n) + 4;
+      DeviceBuffer dgu, dh, dq;
+      STRATA_TRY(to_device(dgu, gu));
+      STRATA_TRY(dh.alloc(want.size() * sizeof(float)));
+      STRATA_TRY(dq.alloc(static_cast<size_t>(q8_stride * T)));
+      PARITY_CUDA(cudaMemset(dh.get(), 0xFF, dh.bytes()));
+      PARITY_CUDA(cudaMemset(dq.get(), 0xFF, dq.bytes()));
+      const float* g = dgu.get<float>();
+      const auto call = [&] { return swiglu(g, g + n, stride, T, n, dh.get<float>(), dq.get(), q8_stride, nullptr); };
+      auto ran = run_call(r, rep, call);
+      if (!ran) return ran.status();
+      if (!*ran) continue;
+      std::vector<float> h;
+      std::vector<uint8_t> q;
+      STRATA_TRY(from_device(h, dh.get(), want.size()));
+      STRATA_TRY(from_device(q, dq.get(), static_cast<size_t>(q8_stride * T)));
+      // The q8_1 bytes must be the reference quantizer's of the h the kernel produced, bit for bit.
+      int64_t bad_bytes = 0;
+      std::vector<uint8_t> qw(static_cast<size_t>(q8_1_row_bytes(n)));
+      for (int t = 0; t < T; ++t) {
+        quant::quantize_row_q8_1(h.data() + t * n, qw.data(), n);
+        for (size_t i = 0; i < qw.size(); ++i) bad_bytes += q[t * q8_stride + i] != qw[i];
+      }
+      const Diff d = diff(h.data(), want.data(), h.size());
+      const bool ok = bad_bytes == 0 && d.finite && d.rel < kMoeRelTol;
+      r.status = ok ? "OK" : "FAIL";
+      r.detail = fmt::format("{} q8_bad_bytes={}", d.text(), bad_bytes);
+      r.metrics = {{"rel", d.rel}, {"max_abs", d.max_abs}, {"q8_bad_bytes", bad_bytes}};
+      if (opt.bench) {
+        auto ms = time_median(opt.bench_reps, [] {}, call);
+        if (!ms) return ms.status();
+        r.metrics["ms"] = *ms;
+        r.detail += fmt::format(" | {:.4f} ms", *ms);
+      }
+      rep.add(std::move(r));
+    }
+  return Status::ok_status();
+}
+
+Status run_shared_gate_cases(const ParityOptions& opt, Reporter& rep) {
+  for (int n : {2560, 100})
+    for (int T : {1, 2, 4, 8}) {
+      CaseResult r;
+      r.op = "shared_gate_add";
+      r.line = fmt::format("shared_gate_add(T={}, n={})", T, n);
+      r.params = {{"T", T}, {"n", n}};
+      if (!rep.wanted(r.line)) continue;
+      const uint64_t seed = case_seed(opt.seed, r.line);
+      const std::vector<float> y0 = random_normal(seed, static_cast<size_t>(T * n));
+      const std::vector<float> s = random_normal(seed + 1, static_cast<size_t>(T * n));
+      const std::vector<float> gl = random_normal(seed + 2, static_cast<size_t>(T), 2.0f);
+      std::vector<float> want = y0;
+      for (int t = 0; t < T; ++t) {
+        const float gate = reference::sigmoid(gl[t]);
+        for (int j = 0; j < n; ++j) want[t * n + j] += s[t * n + j] * gate;
+      }
+      DeviceBuffer dy, ds, dg;
+      STRATA_TRY(to_device(dy, y0));
+      STRATA_TRY(to_device(ds, s));
+      STRATA_TRY(to_device(dg, gl));
+      const auto call = [&] { return shared_gate_add(dy.get<float>(), ds.get<float>(), dg.get<float>(), T, n, nullptr); };
+      auto ran = run_call(r, rep, call);
+      if (!ran) return ran.status();
+      if (!*ran) continue;
+      std::vector<float> y;
+      STRATA_TRY(from_device(y, dy.get(), want.size()));
+      const Diff d = diff(y.data(), want.data(), y.size());
+      r.status = d.finite && d.rel < kMoeRelTol ? "OK" : "FAIL";
+      r.detail = d.text();
+      r.metrics = {{"rel", d.rel}, {"max_abs", d.max_abs}};
+      if (opt.bench) {  // y accumulates across reps; only the time is used
+        auto ms = time_median(opt.bench_reps, [] {}, call);
+        if (!ms) return ms.status();
+        r.metrics["ms"] = *ms;
+        r.detail += fmt::format(" | {:.4f} ms", *ms);
+      }
+      rep.add(std::move(r));
+    }
+  return Status::ok_status();
+}
+
+// ---- native_expert_grouped -------------------------------------------------------------------------------
+
+struct Geometry {
+  int n_expert, n_ff, n_embd, pool;  // pool: the experts the cases route to (only they hold data)
+  bool fused;                        // gate_up as one tensor, else gate and up
+  bool floats;                       // also the F32 / F16 / BF16 pairs (the tiny test models' shapes)
+};
+
+// One role's expert matrices: the whole tensor on the device (zero outside the pool's experts,
+// which no case reads) and the pool experts' reference values on the host.
+struct Experts {
+  Type type{};
+  int64_t rows_pe = 0, cols = 0, row_bytes = 0;  // rows per expert (gate/up: 2 * n_ff, gate first)
+  std::map<int, std::vector<float>> deq;         // expert -> rows_pe x cols
+  DeviceBuffer d0, d1;                           // d1: the up half when gate and up are separate
+  int64_t bytes_pe = 0;                          // weight bytes one expert's call reads
+};
+
+Status make_experts(Type t, const Geometry& g, int64_t rows_pe, int64_t cols, bool split_halves, const std::vector<int>& pool,
+                    uint64_t seed, Experts& ex) {
+  const auto info = *quant::type_info(t);
+  ex.type = t;
+  ex.rows_pe = rows_pe;
+  ex.cols = cols;
+  ex.row_bytes = cols / info.block_size * info.type_size;
+  ex.bytes_pe = rows_pe * ex.row_bytes;
+  ex.deq.clear();
+  const int64_t part_rows = split_halves ? rows_pe / 2 : rows_pe;
+  const size_t part_bytes = static_cast<size_t>(part_rows * ex.row_bytes);
+  STRATA_TRY(ex.d0.alloc(part_bytes * g.n_expert));
+  PARITY_CUDA(cudaMemset(ex.d0.get(), 0, ex.d0.bytes()));
+  if (split_halves) {
+    STRATA_TRY(ex.d1.alloc(part_bytes * g.n_expert));
+    PARITY_CUDA(cudaMemset(ex.d1.get(), 0, ex.d1.bytes()));
+  } else {
+    ex.d1.reset();
+  }
+  std::vector<uint8_t> w(static_cast<size_t>(rows_pe * ex.row_bytes));
+  const float scale = 2.0f / std::sqrt(static_cast<float>(cols));  // keeps each dot product O(1)
+  for (int e : pool) {
+    STRATA_TRY(quant::fill_random_blocks(t, seed + static_cast<uint64_t>(e), w.data(), rows_pe * cols / info.block_size, scale));
+    std::vector<float> f(static_cast<size_t>(rows_pe * cols));
+    STRATA_TRY(quant::dequantize_row(t, w.data(), f.data(), rows_pe * cols));
+    ex.deq[e] = std::move(f);
+    PARITY_CUDA(cudaMemcpy(ex.d0.get<uint8_t>() + e * part_bytes, w.data(), part_bytes, cudaMemcpyHostToDevice));
+    if (split_halves)
+      PARITY_CUDA(cudaMemcpy(ex.d1.get<uint8_t>() + e * part_bytes, w.data() + part_bytes, part_bytes, cudaMemcpyHostToDevice));
+  }
+  return Status::ok_status();
+}
+
+// out[p, r] = sum_c W_e[r, c] x[p, c] in double, for entries p with experts e_p.
+std::vector<float> expert_matvec(const Experts& ex, const std::vector<int>& expert_of, const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(expert_of.size()), rows = ex.rows_pe, cols = ex.cols;
+  std::vector<float> out(static_cast<size_t>(n * rows));
+  parallel_for(n * rows, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t p = i / rows, r = i % rows;
+      const float* w = ex.deq.at(expert_of[p]).data() + r * cols;
+      const float* xp = x.data() + p * cols;
+      double s = 0.0;
+      for (int64_t c = 0; c < cols; ++c) s += static_cast<double>(w[c]) * xp[c];
+      out[static_cast<size_t>(i)] = static_cast<float>(s);
+    }
+  });
+  return out;
+}
+
+// A window's routing: T rows of k distinct experts from the pool (in random order, with random
+// weights), so rows share experts and groups have 1..T entries.
+struct Routing {
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+};
+Routing make_routing(const std::vector<int>& pool, int T, int k, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Routing ro;
+  for (int t = 0; t < T; ++t) {
+    std::vector<int> p = pool;
+    std::shuffle(p.begin(), p.end(), rng);
+    std::uniform_real_distribution<float> u(0.05f, 1.0f);
+    std::vector<float> w(static_cast<size_t>(k));
+    float sum = 0.0f;
+    for (float& v : w) sum += (v = u(rng));
+    for (int j = 0; j < k; ++j) {
+      ro.ids.push_back(p[static_cast<size_t>(j)]);
+      ro.weights.push_back(w[static_cast<size_t>(j)] / sum);
+    }
+  }
+  return ro;
+}
+
+// The reference's routed sum (moe_layer): experts in ascending id, each adding out * w to its
+// rows; `order` lists the entries by (expert, row), as the device groups them.
+std::vector<float> routed_sum(const std::vector<float>& out, const std::vector<int>& order, const Routing& ro, int k, int T, int64_t H) {
+  std::vector<float> y(static_cast<size_t>(T * H), 0.0f);
+  for (size_t p = 0; p < order.size(); ++p) {
+    const int i = order[p];
+    float* dst = y.data() + static_cast<int64_t>(i / k) * H;
+    for (int64_t j = 0; j < H; ++j) dst[j] += out[p * H + j] * ro.weights[static_cast<size_t>(i)];
+  }
+  return y;
+}
+
+Status run_grouped_case(const ParityOptions& opt, Reporter& rep, const Geometry& g, const Experts& gu, const Experts& dn,
+                        int T, int k, const std::vector<int>& pool, int64_t l2_bytes) {
+  CaseResult r;
+  r.op = "native_expert_grouped";
+  r.line = fmt::format("native_expert_grouped(gate_up={}, down={}, n_expert={}, n_ff={}, n_embd={}, T={}{})", type_name(gu.type),
+                       type_name(dn.type), g.n_expert, g.n_ff, g.n_embd, T, g.fused ? ", fused" : "");
+  r.params = {{"gate_up", type_name(gu.type)}, {"down", type_name(dn.type)}, {"n_expert", g.n_expert}, {"n_ff", g.n_ff},
+              {"n_embd", g.n_embd}, {"T", T}, {"k", k}, {"fused", g.fused}};
+  if (!rep.wanted(r.line)) return Status::ok_status();
+  const int64_t H = g.n_embd, ff = g.n_ff;
+  const int n = T * k;
+  const bool q8_in = mmvq_takes_q8_1(gu.type), q8_mid = mmvq_takes_q8_1(dn.type);
+  const uint64_t seed = case_seed(opt.seed, r.line);
+  const Routing ro = make_routing(pool, T, k, seed);
+  const std::vector<float> u = random_normal(seed + 1, static_cast<size_t>(T * H));
+
+  // The device's entry order: (expert, row) ascending, i.e. (expert, entry index).
+  std::vector<int> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return ro.ids[a] != ro.ids[b] ? ro.ids[a] < ro.ids[b] : a < b; });
+  std::vector<int> expert_of(static_cast<size_t>(n));
+  for (int p = 0; p < n; ++p) expert_of[p] = ro.ids[static_cast<size_t>(order[p])];
+
+  // Device inputs: u (f32 and q8_1), routing, NaN-filled scratch (stale) and y.
+  ExpertWeights w;
+  w.n_expert = g.n_expert;
+  w.n_ff = g.n_ff;
+  w.n_embd = g.n_embd;
+  const auto tensor = [](const Experts& ex, const DeviceBuffer& d, int64_t rows) {
+    DTensor t;
+    t.type = ex.type;
+    t.data = d.get();
+    t.rows = rows;
+    t.cols = ex.cols;
+    t.row_bytes = ex.row_bytes;
+    return t;
+  };
+  if (g.fused) {
+    w.gate_up = tensor(gu, gu.d0, g.n_expert * 2 * ff);
+  } else {
+    w.gate = tensor(gu, gu.d0, g.n_expert * ff);
+    w.up = tensor(gu, gu.d1, g.n_expert * ff);
+  }
+  w.down = tensor(dn, dn.d0, g.n_expert * H);
+  DeviceBuffer du, duq, dids, dw, dscratch, dy;
+  STRATA_TRY(to_device(du, u));
+  const int64_t q8s = q8_stride_for(H);
+  STRATA_TRY(duq.alloc(static_cast<size_t>(q8s * T)));
+  STRATA_TRY(quantize_q8_1(du.get<float>(), H, H, T, duq.get(), q8s));
+  STRATA_TRY(to_device(dids, ro.ids));
+  STRATA_TRY(to_device(dw, ro.weights));
+  ExpertScratch scratch;
+  scratch.cap_entries = kMaxWindowRows * k;  // sized for the longest window, as the decoder does
+  const ExpertScratchLayout lay = expert_scratch_layout(w, scratch.cap_entries);
+  STRATA_TRY(dscratch.alloc(static_cast<size_t>(lay.bytes)));
+  PARITY_CUDA(cudaMemset(dscratch.get(), 0xFF, dscratch.bytes()));
+  scratch.base = dscratch.get();
+  scratch.bytes = lay.bytes;
+  STRATA_TRY(dy.alloc(static_cast<size_t>(T * H) * sizeof(float)));
+  PARITY_CUDA(cudaMemset(dy.get(), 0xFF, dy.bytes()));
+  Act act;
+  act.f32 = du.get<float>();
+  act.f32_stride = H;
+  act.q8 = duq.get();
+  act.q8_stride = q8s;
+  act.cols = H;
+  act.T = T;
+  const auto call = [&] {
+    return native_expert_grouped(w, act, dids.get<int32_t>(), dw.get<float>(), k, scratch, dy.get<float>(), nullptr);
+  };
+  auto ran = run_call(r, rep, call);
+  if (!ran) return ran.status();
+  if (!*ran) return Status::ok_status();
+
+  // Read back y and the intermediates.
+  const uint8_t* sb = dscratch.get<uint8_t>();
+  std::vector<float> y, gu_dev, h_dev;
+  std::vector<uint8_t> hq_dev;
+  STRATA_TRY(from_device(y, dy.get(), static_cast<size_t>(T * H)));
+  STRATA_TRY(from_device(gu_dev, sb + lay.gate_up, static_cast<size_t>(n * 2 * ff)));
+  STRATA_TRY(from_device(h_dev, sb + lay.h, static_cast<size_t>(n * ff)));
+  if (q8_mid) STRATA_TRY(from_device(hq_dev, sb + lay.h_q8, static_cast<size_t>(n * lay.h_q8_stride)));
+
+  // gate/up against the reference on the entries' (quantized) activation rows.
+  const std::vector<float> ur = reference_view(u, T, H, q8_in);
+  std::vector<float> x(static_cast<size_t>(n * H));
+  for (int p = 0; p < n; ++p) std::copy_n(ur.data() + static_cast<int64_t>(order[p] / k) * H, H, x.data() + p * H);
+  const std::vector<float> gu_ref = expert_matvec(gu, expert_of, x);
+  const Diff d_gu = diff(gu_dev.data(), gu_ref.data(), gu_ref.size());
+
+  // h against silu(gate) * up of the reference gate/up; its q8_1 bytes against the reference
+  // quantizer of the kernel's own h, bit for bit.
+  std::vector<float> h_ref(static_cast<size_t>(n * ff));
+  for (int p = 0; p < n; ++p)
+    for (int64_t i = 0; i < ff; ++i) h_ref[p * ff + i] = reference::silu(gu_ref[p * 2 * ff + i]) * gu_ref[p * 2 * ff + ff + i];
+  const Diff d_h = diff(h_dev.data(), h_ref.data(), h_ref.size());
+  int64_t q8_bad = 0;
+  if (q8_mid) {
+    std::vector<uint8_t> qw(static_cast<size_t>(q8_1_row_bytes(ff)));
+    for (int p = 0; p < n; ++p) {
+      quant::quantize_row_q8_1(h_dev.data() + p * ff, qw.data(), ff);
+      for (size_t i = 0; i < qw.size(); ++i) q8_bad += hq_dev[p * lay.h_q8_stride + i] != qw[i];
+    }
+  }
+
+  // y: down on the kernel's h as quantized (the same h quantization on both sides: one q8_1 code
+  // that rounds the other way at a tie-near value moves y by ~1e-3 relative, far above what the
+  // kernels' arithmetic may cost), then the routed sum in ascending expert id.
+  std::vector<float> hq(static_cast<size_t>(n * ff));
+  for (int p = 0; p < n; ++p) {
+    if (q8_mid) STRATA_TRY(quant::dequantize_row(Type::Q8_1, hq_dev.data() + p * lay.h_q8_stride, hq.data() + p * ff, ff));
+    else std::copy_n(h_dev.data() + p * ff, ff, hq.data() + p * ff);
+  }
+  const std::vector<float> y_ref = routed_sum(expert_matvec(dn, expert_of, hq), order, ro, k, T, H);
+  const Diff d_y = diff(y.data(), y_ref.data(), y_ref.size());
+  // For information: the whole chain on the host (h from the reference gate/up, quantized by the
+  // reference quantizer), which differs from the kernel's h in the rare q8_1 rounding flips.
+  const std::vector<float> y_chain = routed_sum(expert_matvec(dn, expert_of, reference_view(h_ref, n, ff, q8_mid)), order, ro, k, T, H);
+  const Diff d_chain = diff(y.data(), y_chain.data(), y_chain.size());
+
+  const std::set<int> distinct(expert_of.begin(), expert_of.end());
+  const bool ok = d_y.finite && d_y.rel < kMoeRelTol && d_gu.finite && d_gu.rel < kMoeRelTol && d_h.finite && d_h.rel < kMoeRelTol &&
+                  q8_bad == 0;
+  r.status = ok ? "OK" : "FAIL";
+  r.detail = fmt::format("{} gate_up_rel={:.1e} h_rel={:.1e} h_q8_bad_bytes={} groups={} (chain_rel={:.1e})", d_y.text(), d_gu.rel,
+                         d_h.rel, q8_bad, distinct.size(), d_chain.rel);
+  r.metrics = {{"rel", d_y.rel},     {"max_abs", d_y.max_abs}, {"gate_up_rel", d_gu.rel}, {"h_rel", d_h.rel},
+               {"h_q8_bad", q8_bad}, {"groups", distinct.size()}, {"chain_rel", d_chain.rel}};
+  if (opt.bench) {
+    // The call as the decoder runs it: captured once into a graph (which also checks that it is
+    // capturable), replayed; weights stream from DRAM as in the engine (an L2-sized write between
+    // replays evicts them).
+    DeviceBuffer flush;
+    STRATA_TRY(flush.alloc(static_cast<size_t>(2 * l2_bytes)));
+    cudaStream_t cs = nullptr;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    PARITY_CUDA(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    PARITY_CUDA(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+    const Status cst = native_expert_grouped(w, act, dids.get<int32_t>(), dw.get<float>(), k, scratch, dy.get<float>(), cs);
+    PARITY_CUDA(cudaStreamEndCapture(cs, &graph));
+    if (!cst.ok()) return cst;
+    PARITY_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    const auto replay = [&] {
+      PARITY_CUDA(cudaGraphLaunch(exec, cs));
+      return Status::ok_status();
+    };
+    auto ms = time_median(opt.bench_reps, [&] { cudaMemsetAsync(flush.get(), 0, flush.bytes(), cs); }, replay, cs);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(cs);
+    if (!ms) return ms.status();
+    const double bytes = static_cast<double>(distinct.size()) * static_cast<double>(gu.bytes_pe + dn.bytes_pe);
+    r.metrics["ms"] = *ms;
+    r.metrics["gb_s"] = bytes / (*ms * 1e6);
+    r.detail += fmt::format(" | {:.4f} ms {:.0f} GB/s of weights", *ms, bytes / (*ms * 1e6));
+  }
+  rep.add(std::move(r));
+  return Status::ok_status();
+}
+
+Status run_grouped_cases(const ParityOptions& opt, Reporter& rep) {
+  // The released geometry (gate and up as two tensors) and small odd ones (fused gate_up; n_ff 256
+  // lets the 256-element down types in).
+  const Geometry geometries[] = {{512, 640, 2560, 24, false, false}, {16, 64, 256, 16, true, true}, {16, 256, 512, 16, false, true}};
+  const Type gate_types[] = {Type::IQ2_XXS, Type::IQ2_XS, Type::IQ2_S, Type::IQ3_XXS, Type::IQ3_S, Type::IQ1_M,
+                             Type::IQ4_XS,  Type::Q2_0,   Type::Q4_K,  Type::Q5_K,    Type::Q8_0};
+  const Type down_types[] = {Type::IQ4_NL, Type::IQ4_XS, Type::Q2_0, Type::Q5_0, Type::Q5_1, Type::Q8_0, Type::Q6_K};
+  const Type float_types[] = {Type::F32, Type::F16, Type::BF16};
+  const int k = 10;
+  int l2 = 0;
+  PARITY_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, opt.device));
+
+  for (const Geometry& g : geometries) {
+    // The pool: experts 0 and n_expert - 1 (the tensor's edges) and random others.
+    std::vector<int> pool;
+    std::mt19937_64 rng(case_seed(opt.seed, fmt::format("moe pool {}", g.n_expert)));
+    pool.push_back(0);
+    pool.push_back(g.n_expert - 1);
+    while (static_cast<int>(pool.size()) < std::min(g.pool, g.n_expert)) {
+      const int e = static_cast<int>(rng() % g.n_expert);
+      if (std::find(pool.begin(), pool.end(), e) == pool.end()) pool.push_back(e);
+    }
+    std::vector<std::pair<Type, Type>> pairs;
+    for (Type a : gate_types)
+      for (Type b : down_types) pairs.push_back({a, b});
+    if (g.floats) {
+      for (Type t : float_types) pairs.push_back({t, t});
+      pairs.push_back({Type::F32, Type::Q8_0});  // mixed: f32 gate/up feeding a quantized down
+    }
+
+    Experts gu;
+    std::map<Type, Experts> downs;  // every down type of the geometry, made on first use
+    for (const auto& [gt, dt] : pairs) {
+      const auto gi = *quant::type_info(gt);
+      const auto di = *quant::type_info(dt);
+      const bool skip = g.n_embd % gi.block_size != 0 || g.n_ff % di.block_size != 0;
+      std::vector<std::string> lines;
+      for (int T : {1, 2, 4, 8})
+        lines.push_back(fmt::format("native_expert_grouped(gate_up={}, down={}, n_expert={}, n_ff={}, n_embd={}, T={}{})", type_name(gt),
+                                    type_name(dt), g.n_expert, g.n_ff, g.n_embd, T, g.fused ? ", fused" : ""));
+      bool any = false;
+      for (const auto& l : lines) any = any || rep.wanted(l);
+      if (!any) continue;
+      if (skip) {
+        for (const auto& l : lines) {
+          if (!rep.wanted(l)) continue;
+          CaseResult r;
+          r.op = "native_expert_grouped";
+          r.line = l;
+          r.status = "SKIP";
+          r.detail = "(a row length is not a multiple of the block size)";
+          rep.add(std::move(r));
+        }
+        continue;
+      }
+      // Weights are made once per (geometry, type) and reused by the following pairs.
+      if (gu.type != gt || gu.deq.empty())
+        STRATA_TRY(make_experts(gt, g, 2 * g.n_ff, g.n_embd, !g.fused, pool,
+                                case_seed(opt.seed, fmt::format("gate_up {} {}", type_name(gt), g.n_expert)), gu));
+      Experts& dn = downs[dt];
+      if (dn.deq.empty())
+        STRATA_TRY(make_experts(dt, g, g.n_embd, g.n_ff, false, pool,
+                                case_seed(opt.seed, fmt::format("down {} {}", type_name(dt), g.n_expert)), dn));
+      for (int T : {1, 2, 4, 8}) STRATA_TRY(run_grouped_case(opt, rep, g, gu, dn, T, std::min(k, g.n_expert), pool, l2));
+    }
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+Status run_moe_cases(const ParityOptions& opt, Reporter& rep) {
+  STRATA_TRY(run_router_cases(opt, rep));
+  STRATA_TRY(run_swiglu_cases(opt, rep));
+  STRATA_TRY(run_shared_gate_cases(opt, rep));
+  STRATA_TRY(run_grouped_cases(opt, rep));
+  return Status::ok_status();
+}
+
+}  // namespace strata::cuda
