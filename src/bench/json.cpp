@@ -1,5 +1,7 @@
 // The JSON record (schema strata.bench/1, docs/BENCH.md). Field names are the contract with
 // scripts that compare runs: add fields freely, never rename one without bumping the schema.
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -80,7 +82,66 @@ json bandwidth_json(const Bandwidth& b) {
           {"buffer_bytes", b.buffer_bytes},
           {"threads", b.threads},
           {"kernel", b.kernel},
-          {"method", "multi-threaded streaming read, median of passes"}};
+          {"method", std::string_view(b.kernel) == "cuda"
+                         ? "GPU streaming read of a buffer over the L2 (strata devices --measure), median of passes"
+                         : "multi-threaded streaming read, median of passes"}};
+}
+
+json cuda_stages_json(const std::vector<CudaStage>& stages) {
+  json out = json::array();
+  for (const CudaStage& s : stages) {
+    out.push_back({{"stage", s.stage}, {"ms", s.ms}, {"launches", s.launches}, {"share", s.share}});
+  }
+  return out;
+}
+
+json window_run_json(const CudaWindowRun& r) {
+  return {
+      {"window", r.window},
+      {"ctx_start", r.ctx_start},
+      {"windows", r.windows},
+      {"tokens", r.tokens},
+      {"decode_s", r.decode_s},
+      {"window_ms", r.window_ms},
+      {"window_ms_median", r.window_ms_median},
+      {"ms_per_token", r.ms_per_token},
+      {"tok_s", r.tok_s},
+      {"bytes", bytes_json(r.bytes)},
+      {"bytes_per_token", r.bytes_per_token},
+      {"roof_fraction", r.roof_fraction},
+      {"experts_per_block", r.experts_per_block},
+      {"experts_upper_bound", r.window > 1},
+      {"expected_tokens_75", r.expected_tokens},
+      {"projected_tok_s_75", r.projected_tok_s},
+      {"profile", cuda_stages_json(r.profile)},
+      {"profile_ms", r.profile_ms},
+  };
+}
+
+json cuda_json(const CudaSection& c) {
+  json sweep = json::array();
+  for (const CudaWindowRun& r : c.sweep) sweep.push_back(window_run_json(r));
+  return {
+      {"gpu", c.gpu},
+      {"compute_capability", c.compute_capability},
+      {"sm_count", c.sm_count},
+      {"vram_total_bytes", c.vram_total_bytes},
+      {"vram_used_bytes", c.vram_used_bytes},
+      {"max_ctx", c.max_ctx},
+      {"max_window", c.max_window},
+      {"prefill_window", c.prefill_window},
+      {"weight_bytes", c.weight_bytes},
+      {"state_bytes", c.state_bytes},
+      {"graph_nodes", c.graph_nodes},
+      {"upload_s", c.upload_s},
+      {"weights_generated", c.weights_generated},
+      {"roof_probe_gib", c.roof_probe_gib},
+      {"decode", window_run_json(c.decode)},
+      {"sweep", sweep},
+      {"slope_ms_per_row", c.slope_ms_per_row},
+      {"intercept_ms", c.intercept_ms},
+      {"projected_acceptance", kProjectedAcceptance},
+  };
 }
 
 }  // namespace
@@ -120,6 +181,7 @@ std::string to_json(const Report& rep, int indent) {
   j["prefault_s"] = rep.prefault_s;
   j["runs"] = json::array();
   for (const RunResult& r : rep.runs) j["runs"].push_back(run_json(r));
+  if (rep.cuda) j["cuda"] = cuda_json(*rep.cuda);
   j["notes"] = rep.notes;
   return j.dump(indent) + "\n";
 }

@@ -39,15 +39,26 @@ Status check_model_choice(const Options& o) {
 }
 
 Status check_device(const Options& o) {
-  if (o.device == "cpu") return Status::ok_status();
-  if (o.device == "cuda") {
-    // No stub that pretends: the CUDA engine (window graph, expert placement) does not exist
-    // yet, and numbers from anything else under this name would be lies.
-    return fail("--device cuda",
-                "not available in this build: the CUDA engine is not built yet (only the fp32 CPU "
-                "reference forward exists); use --device cpu");
+  if (o.device == "cpu") {
+    if (!o.window_sweep.empty()) return fail("--window-sweep", "only applies to --device cuda");
+    return Status::ok_status();
   }
-  return fail("--device", fmt::format("expected cpu or cuda, got '{}'", o.device));
+  if (o.device != "cuda") return fail("--device", fmt::format("expected cpu or cuda, got '{}'", o.device));
+  if (!cuda_built()) {
+    return fail("--device cuda", "not available in this build: configure with -DSTRATA_CUDA=ON on a machine with "
+                                 "nvcc; use --device cpu");
+  }
+  // The decoder runs one context per load (its caches are sized for it).
+  if (!o.sweep_ctx.empty()) return fail("--sweep-ctx", "only applies to --device cpu (use one --ctx per run)");
+  for (int t : o.window_sweep) {
+    if (t < 1 || t > kMaxWindow) {
+      return fail("--window-sweep", fmt::format("expected windows of 1..{} tokens, got {}", kMaxWindow, t));
+    }
+  }
+  if (!o.window_sweep.empty() && !o.forced) {
+    return fail("--window-sweep", "needs --forced (the sweep's windows feed the forced stream)");
+  }
+  return Status::ok_status();
 }
 
 Status check_window(const Options& o) {
@@ -85,6 +96,14 @@ Status check_sizes(const Options& o) {
 }
 
 }  // namespace
+
+bool cuda_built() {
+#ifdef STRATA_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
 
 Status validate(const Options& o) {
   STRATA_TRY(check_device(o));

@@ -44,6 +44,8 @@ Status measure_roof(const Options& o, Report& rep, Progress& progress) {
   return Status::ok_status();
 }
 
+}  // namespace
+
 Report new_report(const Options& o) {
   Report rep;
   rep.timestamp = utc_timestamp();
@@ -62,10 +64,11 @@ Report new_report(const Options& o) {
   return rep;
 }
 
-}  // namespace
-
 Result<Report> run_bench(const Options& o, Progress& progress) {
-  STRATA_TRY(validate(o));
+  STRATA_TRY(validate(o));  // refuses --device cuda where it is not built
+#ifdef STRATA_HAVE_CUDA
+  if (o.device == "cuda") return run_cuda_bench(o, progress);
+#endif
   // A mistyped path should fail now, not after the roof probe's seconds.
   std::error_code ec;
   if (!o.model_path.empty() && !std::filesystem::exists(o.model_path, ec)) {

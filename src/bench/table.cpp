@@ -21,11 +21,24 @@ std::string header(const Report& rep) {
   out += fmt::format("model    {} {}{}, {} layer{} x {} experts (top-{}), weights {}\n", m.source,
                      m.recipe.value_or(m.name), m.source == "file" ? " (" + m.path + ")" : "", m.layers,
                      m.layers == 1 ? "" : "s", m.experts, m.experts_used, gb(m.weight_bytes));
-  out += fmt::format("memory   read roof {:.2f} GB/s (median of {} passes, {} MiB, {} threads, {})   peak RAM {}   "
-                     "peak VRAM {}\n",
-                     rep.bandwidth.gb_s, rep.bandwidth.passes_gb_s.size(), rep.bandwidth.buffer_bytes >> 20,
-                     rep.bandwidth.threads, rep.bandwidth.kernel, gb(rep.peak_ram_bytes),
-                     rep.device == "cpu" ? std::string("n/a (cpu)") : gb(rep.peak_vram_bytes));
+  if (rep.cuda) {
+    const CudaSection& c = *rep.cuda;
+    out += fmt::format("gpu      {} (sm_{}, {} SMs, {} VRAM), read roof {:.0f} GB/s ({} MiB probe)   VRAM in use {}   "
+                       "peak RAM {}\n",
+                       c.gpu, c.compute_capability, c.sm_count, gb(c.vram_total_bytes), rep.bandwidth.gb_s,
+                       rep.bandwidth.buffer_bytes >> 20, gb(c.vram_used_bytes), gb(rep.peak_ram_bytes));
+    out += fmt::format("decoder  weights resident {}, state {}, {} graph nodes (T = 1), upload {:.1f} s ({}), "
+                       "cache {} tokens\n",
+                       gb(static_cast<uint64_t>(c.weight_bytes)), gb(static_cast<uint64_t>(c.state_bytes)),
+                       c.graph_nodes, c.upload_s, c.weights_generated ? "generated from the plan" : "from the file",
+                       c.max_ctx);
+  } else {
+    out += fmt::format("memory   read roof {:.2f} GB/s (median of {} passes, {} MiB, {} threads, {})   peak RAM {}   "
+                       "peak VRAM {}\n",
+                       rep.bandwidth.gb_s, rep.bandwidth.passes_gb_s.size(), rep.bandwidth.buffer_bytes >> 20,
+                       rep.bandwidth.threads, rep.bandwidth.kernel, gb(rep.peak_ram_bytes),
+                       rep.device == "cpu" ? std::string("n/a (cpu)") : gb(rep.peak_vram_bytes));
+  }
   out += fmt::format("host     load average {:.2f} at start, {:.2f} at end (other processes compete for the cores)\n",
                      rep.load_average_start, rep.load_average_end);
   out += fmt::format("decode   {}, window {}, {}; load {:.1f} s\n",
@@ -41,9 +54,12 @@ std::string runs_table(const Report& rep) {
                                 "prefill tok/s", "decode tok/s", "ms/token", "MB/token", "roof", "cpu share");
   for (const RunResult& r : rep.runs) {
     const double ms = r.decode_tok_s > 0 ? 1000.0 / r.decode_tok_s : 0.0;
-    out += fmt::format("{:>7} {:>5} {:>7} {:>14.3f} {:>13.4f} {:>10.1f} {:>10.1f} {:>7.2f}% {:>8.0f}%\n", r.ctx,
+    // The CUDA device's host threads wait on the GPU: their CPU share says nothing.
+    const std::string share =
+        rep.cuda ? std::string("-") : fmt::format("{:.0f}%", 100.0 * decode_cpu_share(r, rep.threads));
+    out += fmt::format("{:>7} {:>5} {:>7} {:>14.3f} {:>13.4f} {:>10.3f} {:>10.1f} {:>7.2f}% {:>9}\n", r.ctx,
                        r.tokens_generated, rep.window, r.prefill_tok_s, r.decode_tok_s, ms, r.bytes_per_token / 1e6,
-                       100.0 * r.roof_fraction, 100.0 * decode_cpu_share(r, rep.threads));
+                       100.0 * r.roof_fraction, share);
   }
   return out;
 }
@@ -77,11 +93,57 @@ std::string stage_table(const RunResult& r) {
   return out;
 }
 
+std::string bytes_line(const CudaWindowRun& r) {
+  const double tokens = std::max<double>(1.0, static_cast<double>(r.tokens));
+  const ByteCounts& b = r.bytes;
+  return fmt::format("bytes/token  {:.1f} MB = dense {:.1f} + experts {:.1f} + embed {:.3f} + kv {:.3f} + state {:.3f} "
+                     "(MB); {:.0f} experts per block per window{}\n",
+                     r.bytes_per_token / 1e6, b.dense / tokens / 1e6, b.experts / tokens / 1e6, b.embed / tokens / 1e6,
+                     b.kv / tokens / 1e6, b.state / tokens / 1e6, r.experts_per_block,
+                     r.window > 1 ? " (distinct per row assumed: an upper bound)" : "");
+}
+
+// Slowest stage first, with its share of the profiled window.
+std::string profile_line(const CudaWindowRun& r) {
+  std::vector<CudaStage> stages = r.profile;
+  std::stable_sort(stages.begin(), stages.end(), [](const auto& a, const auto& b) { return a.ms > b.ms; });
+  std::string out = fmt::format("  T={} {:.3f} ms:", r.window, r.profile_ms);
+  for (const CudaStage& s : stages) out += fmt::format(" {} {:.3f} ({:.0f}%)", s.stage, s.ms, 100.0 * s.share);
+  return out + "\n";
+}
+
+std::string cuda_table(const CudaSection& c) {
+  const CudaWindowRun& d = c.decode;
+  std::string out = fmt::format("\ndecode T={} at ctx {}: {:.3f} ms/window (median), {:.3f} ms/token, {:.1f} tok/s, "
+                                "roof {:.1f}%\n",
+                                d.window, d.ctx_start, d.window_ms_median, d.ms_per_token, d.tok_s,
+                                100.0 * d.roof_fraction);
+  out += bytes_line(d);
+  if (!c.sweep.empty()) {
+    out += fmt::format("\nwindow sweep {:>10} {:>10} {:>9} {:>9} {:>7} {:>12} {:>16}\n", "ms/window", "ms/token",
+                       "tok/s", "GB/token", "roof", "E[tok] a=.75", "proj tok/s a=.75");
+    for (const CudaWindowRun& r : c.sweep) {
+      out += fmt::format("  T={:<9} {:>10.3f} {:>10.3f} {:>9.1f} {:>9.3f} {:>6.1f}% {:>12.3f} {:>16.1f}\n", r.window,
+                         r.window_ms_median, r.ms_per_token, r.tok_s, r.bytes_per_token / 1e9,
+                         100.0 * r.roof_fraction, r.expected_tokens, r.projected_tok_s);
+    }
+    out += fmt::format("  slope {:.3f} ms per added row (least squares, intercept {:.3f} ms)\n", c.slope_ms_per_row,
+                       c.intercept_ms);
+  }
+  out += "\nprofile (one window per T, stage ms and share)\n" + profile_line(d);
+  for (const CudaWindowRun& r : c.sweep) out += profile_line(r);
+  return out;
+}
+
 }  // namespace
 
 std::string to_table(const Report& rep) {
   std::string out = header(rep) + runs_table(rep);
-  if (!rep.runs.empty()) out += stage_table(rep.runs.front());
+  if (rep.cuda) {
+    out += cuda_table(*rep.cuda);
+  } else if (!rep.runs.empty()) {
+    out += stage_table(rep.runs.front());
+  }
   for (const std::string& n : rep.notes) out += "note: " + n + "\n";
   return out;
 }

@@ -1,9 +1,12 @@
 // `strata bench`: the one benchmark whose numbers we trust (docs/BENCH.md). Loads a GGUF or
 // makes a synthetic pack in RAM, measures this machine's memory-read roof, runs prefill and
 // decode, and reports tok/s, time per stage, bytes read per token and the roof fraction as a
-// table (stdout), JSON and CSV; --sweep-ctx also draws tok/s against context as SVG.
+// table (stdout), JSON and CSV; --sweep-ctx also draws tok/s against context as SVG. --device
+// cuda (CUDA builds) runs the CUDA decoder instead, with a window sweep and a stage profile.
 //
 //   strata bench --synth iq3_xxs --layers 4 --ctx 256 --gen 16 --forced --json out.json
+//   strata bench --device cuda --synth iq3_xxs --layers 48 --ctx 4096 --gen 128 --forced
+//                --window-sweep 1,2,3,4,8 --json out.json
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -22,7 +25,7 @@ struct BenchArgs {
   int64_t layers = 0, experts = 0;
   CLI::Option* layers_opt = nullptr;       // given or not: absent means the synth defaults
   CLI::Option* experts_opt = nullptr;
-  std::string sweep, accept;
+  std::string sweep, accept, window_sweep;
 };
 
 // Text lists and "not given" sentinels into the Options, with the same messages as validate().
@@ -48,6 +51,11 @@ Status finish_options(BenchArgs& a) {
     auto list = bench::parse_int_list(a.accept, "--accept", 0);
     if (!list) return list.status();
     for (int64_t v : *list) a.opt.accept.push_back(static_cast<int>(std::min<int64_t>(v, 1 << 20)));
+  }
+  if (!a.window_sweep.empty()) {
+    auto list = bench::parse_int_list(a.window_sweep, "--window-sweep", 1);
+    if (!list) return list.status();
+    for (int64_t v : *list) a.opt.window_sweep.push_back(static_cast<int>(std::min<int64_t>(v, 1 << 20)));
   }
   a.opt.command_line = bench::own_command_line();
   return bench::validate(a.opt);
@@ -88,12 +96,14 @@ void add_options(CLI::App& app, BenchArgs& a) {
   app.add_option("--synth-dir", o.synth_dir, "--synth: write the split set here and keep it (default: RAM-backed "
                                              "storage, removed after loading)");
   app.add_option("--ram-dir", o.ram_dir, "--synth: tmpfs for the in-memory pack (default /dev/shm)");
-  app.add_option("--device", o.device, "cpu (the fp32 reference forward) or cuda (not in this build yet)");
+  app.add_option("--device", o.device, "cpu (the fp32 reference forward) or cuda (the CUDA decoder; CUDA builds)");
   app.add_option("--threads", o.threads, "worker threads (default 0 = every hardware thread)");
   app.add_option("--ctx", o.ctx, "prompt tokens before decode: the context decode runs at (default 256)");
   app.add_option("--gen", o.gen, "tokens to generate (default 16)");
   app.add_option("--window", o.window, "tokens verified per forward, 1..8 (default 1 = plain decode; > 1 needs "
                                        "--forced)");
+  app.add_option("--window-sweep", a.window_sweep, "--device cuda --forced: also time windows of each T (e.g. "
+                                                   "1,2,3,4,8), with the slope per row and a projected tok/s");
   app.add_option("--accept", a.accept, "--forced: drafts accepted per window, comma-separated, cycled (default: all "
                                        "T-1)");
   app.add_flag("--forced", o.forced, "deterministic: seeded token stream, fixed windows and acceptances");
@@ -114,7 +124,7 @@ CommandMain add_bench_command(CLI::App& app) {
   app.description(
       "Measure prefill and decode speed, time per stage, bytes read per token and the fraction of this\n"
       "machine's memory-read roof (measured at start). Prints a table; --json / --csv for machines.\n"
-      "Only the CPU device (the fp32 reference forward) exists in this build.");
+      "--device cpu runs the fp32 reference forward; --device cuda (CUDA builds) the CUDA decoder.");
   auto args = std::make_shared<BenchArgs>();
   add_options(app, *args);
   return [args]() {

@@ -1,6 +1,7 @@
 // Writing a plan: the split set on disk (write_pack) or one unsplit file in RAM-backed storage
-// opened at once (open_in_memory). Both go through gguf::Writer, so a synthetic pack is laid
-// out byte for byte like any file the engine loads, and the n-gram table is a hole.
+// opened at once (open_in_memory), or one unsplit file of holes only (write_shape_pack). All go
+// through gguf::Writer, so a synthetic pack is laid out byte for byte like any file the engine
+// loads, and the n-gram table is a hole.
 //
 // Speed: a full pack is 37-111 GB of random blocks. Each tensor is generated in batches of
 // about 64 MiB by all cores (split at chunk boundaries) while the previous batch is written,
@@ -91,12 +92,14 @@ Status stream_tensor(const Plan& plan, const TensorPlan& t, gguf::TensorSink& si
   return Status::ok_status();
 }
 
-// Declares every tensor on a writer; `single_file` puts all of them in shard 0.
-Status add_tensors(gguf::Writer& w, const Plan& plan, bool single_file, unsigned threads, ProgressState& progress) {
+// Declares every tensor on a writer; `single_file` puts all of them in shard 0; `shape_only`
+// leaves every tensor a hole (the bytes come from generate() later, see write_shape_pack).
+Status add_tensors(gguf::Writer& w, const Plan& plan, bool single_file, bool shape_only, unsigned threads,
+                   ProgressState& progress) {
   w.metadata() = plan.metadata;
   for (const TensorPlan& t : plan.tensors) {
     gguf::TensorData data = gguf::TensorData::zeros();
-    if (t.init != Init::Zeros) {
+    if (!shape_only && t.init != Init::Zeros) {
       data = gguf::TensorData::from_stream([&plan, &t, threads, &progress](gguf::TensorSink& sink) {
         return stream_tensor(plan, t, sink, threads, progress);
       });
@@ -114,7 +117,7 @@ Result<std::vector<std::string>> write_pack(const Plan& plan, const std::string&
   if (ec) return Status::error(fmt::format("synth: cannot create {}: {}", dir, ec.message()));
   ProgressState progress{&options.progress, 0, plan.written_bytes()};
   gguf::Writer w;
-  STRATA_TRY(add_tensors(w, plan, false, thread_count(options), progress));
+  STRATA_TRY(add_tensors(w, plan, false, false, thread_count(options), progress));
   const std::string prefix = (std::filesystem::path(dir) / plan.prefix).string();
   auto paths = w.write_split(prefix, static_cast<uint32_t>(plan.shards.size()));
   if (!paths) return paths.status();
@@ -147,7 +150,7 @@ Result<RamPack> write_ram_pack(const Plan& plan, const MemoryOptions& options) {
                 fmt::format("strata-synth-{}-{}.gguf", ::getpid(), counter++)).string());
   ProgressState progress{&options.write.progress, 0, plan.written_bytes()};
   gguf::Writer w;
-  STRATA_TRY(add_tensors(w, plan, true, thread_count(options.write), progress));
+  STRATA_TRY(add_tensors(w, plan, true, false, thread_count(options.write), progress));
   Status written = w.write(pack.path());
   if (!written.ok()) {
     return Status::error(fmt::format("synth: in-memory pack in {} (needs a RAM-backed directory with {:.1f} GB free): {}",
@@ -155,6 +158,15 @@ Result<RamPack> write_ram_pack(const Plan& plan, const MemoryOptions& options) {
                                      written.message()));
   }
   return pack;
+}
+
+Status write_shape_pack(const Plan& plan, const std::string& path) {
+  ProgressState progress{nullptr, 0, 0};
+  gguf::Writer w;
+  STRATA_TRY(add_tensors(w, plan, true, true, 1, progress));
+  Status written = w.write(path);
+  if (!written.ok()) return Status::error(fmt::format("synth: shape-only pack {}: {}", path, written.message()));
+  return Status::ok_status();
 }
 
 Result<gguf::Model> open_in_memory(const Plan& plan, const MemoryOptions& options) {

@@ -35,6 +35,7 @@ struct Options {
   int64_t prefill_chunk = 512;            // prompt tokens per forward call (bounds activations)
 
   int window = 1;                         // T tokens verified per forward (1 = plain decode)
+  std::vector<int> window_sweep;          // --device cuda: also time windows of each T (needs --forced)
   std::vector<int> accept;                // drafts accepted per window, cycled; default T - 1
   bool forced = false;                    // fixed token stream and acceptances (deterministic)
   uint64_t seed = 0x5EED;                 // the forced stream's PRNG seed (also the prompt's)
@@ -50,6 +51,9 @@ inline constexpr uint32_t kSynthDefaultLayers = 4;   // the slice a CPU runs in 
 
 // The whole command line's consistency; nothing is opened.
 Status validate(const Options& options);
+
+// Whether this build has the CUDA device (configured with STRATA_CUDA and nvcc found).
+bool cuda_built();
 
 // "256,1024,4096" -> {256, 1024, 4096}; each item an integer >= min_value.
 Result<std::vector<int64_t>> parse_int_list(std::string_view text, std::string_view option, int64_t min_value);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "strata/bench/bandwidth.h"
+#include "strata/bench/cuda_bench.h"
 #include "strata/bench/machine.h"
 #include "strata/bench/runner.h"
 
@@ -52,6 +53,7 @@ struct Report {
   double load_s = 0.0;            // synth + open + page-in
   double prefault_s = 0.0;        // of which: touching every weight page once
   std::vector<RunResult> runs;    // one per context; the first is the headline
+  std::optional<CudaSection> cuda;  // --device cuda: the decoder, window sweep and profile
   std::vector<std::string> notes;
 };
 

@@ -9,7 +9,9 @@
 //      deterministic in (seed, tensor name), so the range equals the same range of a written
 //      file. A bench can fill its own expert arena from here without any file.
 //   3. write_pack(plan, dir) writes the split set; write_ram_pack / open_in_memory write one
-//      unsplit file into RAM-backed storage, for `strata bench --synth` without disk space.
+//      unsplit file into RAM-backed storage, for `strata bench --synth` without disk space;
+//      write_shape_pack writes one file of holes (names, types, shapes, no data) whose bytes a
+//      GPU loader takes from generate(), for `strata bench --device cuda` at full size.
 //
 //   synth::Options opt;  opt.recipe = synth::Recipe::IQ3_XXS;  opt.layers = 4;  opt.experts = 16;
 //   auto plan = synth::make_plan(opt);              if (!plan) return plan.status();
@@ -202,5 +204,13 @@ Result<RamPack> write_ram_pack(const Plan& plan, const MemoryOptions& options = 
 
 // write_ram_pack + gguf::Model::open, the name removed at once: nothing outlives the Model.
 Result<gguf::Model> open_in_memory(const Plan& plan, const MemoryOptions& options = {});
+
+// A shape-only pack: one unsplit GGUF at `path` with the plan's exact metadata, tensor names,
+// types, shapes and offsets, where every tensor is a hole (a sparse file: the header's few MB
+// on disk, whatever the geometry). Its data reads as zeros; a loader that uploads the weights
+// elsewhere (the CUDA bench) takes each tensor's bytes from generate() instead, so the full
+// 48-layer packs (37-111 GB) never touch a disk. The metadata does not mark it: use it only
+// with a reader that fills from the plan.
+Status write_shape_pack(const Plan& plan, const std::string& path);
 
 }  // namespace strata::synth

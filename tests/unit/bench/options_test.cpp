@@ -23,14 +23,35 @@ std::string error_of(const Options& o) {
 
 TEST(Options, DefaultsWithSynthAreValid) { EXPECT_TRUE(validate(synth_options()).ok()); }
 
-TEST(Options, CudaIsNotAvailableInThisBuild) {
+TEST(Options, CudaOnlyWhereBuilt) {
   Options o = synth_options();
   o.device = "cuda";
-  const std::string e = error_of(o);
-  EXPECT_NE(e.find("--device cuda"), std::string::npos) << e;
-  EXPECT_NE(e.find("not available in this build"), std::string::npos) << e;
+  if (cuda_built()) {
+    EXPECT_TRUE(validate(o).ok()) << error_of(o);
+  } else {
+    const std::string e = error_of(o);
+    EXPECT_NE(e.find("--device cuda"), std::string::npos) << e;
+    EXPECT_NE(e.find("not available in this build"), std::string::npos) << e;
+  }
   o.device = "tpu";
   EXPECT_NE(error_of(o).find("expected cpu or cuda, got 'tpu'"), std::string::npos);
+}
+
+TEST(Options, WindowSweepIsCudaForcedAndInRange) {
+  Options o = synth_options();
+  o.window_sweep = {1, 2, 8};
+  EXPECT_NE(error_of(o).find("--window-sweep: only applies to --device cuda"), std::string::npos) << error_of(o);
+  if (!cuda_built()) GTEST_SKIP() << "the remaining checks need --device cuda, absent from this build";
+  o.device = "cuda";
+  EXPECT_NE(error_of(o).find("--window-sweep: needs --forced"), std::string::npos) << error_of(o);
+  o.forced = true;
+  EXPECT_TRUE(validate(o).ok()) << error_of(o);
+  o.window_sweep = {1, 9};
+  EXPECT_NE(error_of(o).find("--window-sweep: expected windows of 1..8 tokens, got 9"), std::string::npos)
+      << error_of(o);
+  o.window_sweep = {};
+  o.sweep_ctx = {256, 1024};
+  EXPECT_NE(error_of(o).find("--sweep-ctx: only applies to --device cpu"), std::string::npos) << error_of(o);
 }
 
 TEST(Options, ExactlyOneModelSource) {
@@ -129,9 +150,14 @@ Proc run_cli(const std::string& args) {
 
 TEST(OptionsCli, BadArgumentsExitTwoWithTheMessage) {
   if (!std::filesystem::exists(STRATA_BINARY)) GTEST_SKIP() << "strata binary not built: " << STRATA_BINARY;
-  Proc p = run_cli("--synth q2_0 --device cuda");
+  Proc p = run_cli("--synth q2_0 --device cuda --sweep-ctx 256,1024");
   EXPECT_EQ(p.rc, 2);
-  EXPECT_NE(p.err.find("not available in this build"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find(cuda_built() ? "only applies to --device cpu" : "not available in this build"),
+            std::string::npos)
+      << p.err;
+  p = run_cli("--synth q2_0 --window-sweep 1,2 --forced");
+  EXPECT_EQ(p.rc, 2);
+  EXPECT_NE(p.err.find("--window-sweep"), std::string::npos) << p.err;
   p = run_cli("--synth q2_0 --window 3");
   EXPECT_EQ(p.rc, 2);
   EXPECT_NE(p.err.find("needs --forced"), std::string::npos) << p.err;

@@ -74,10 +74,13 @@ TEST_F(Session, ForcedRunsRepeatExactly) {
 TEST_F(Session, InvalidOptionsFailBeforeAnyWork) {
   Options o = options();
   o.device = "cuda";
+  o.sweep_ctx = {16, 32};  // refused on cuda builds (cpu only) and elsewhere (no cuda)
   Progress quiet(false);
   auto rep = run_bench(o, quiet);
   ASSERT_FALSE(rep.ok());
-  EXPECT_NE(rep.error().find("not available in this build"), std::string::npos);
+  EXPECT_NE(rep.error().find(cuda_built() ? "only applies to --device cpu" : "not available in this build"),
+            std::string::npos)
+      << rep.error();
 }
 
 }  // namespace
