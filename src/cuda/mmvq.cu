@@ -124,16 +124,19 @@ Result<MmvqPlan> plan_for(Type type, const mmvq_detail::Shape& p, const mmvq_det
 
 bool mmvq_supports(quant::Type type) { return mmvq_takes_q8_1(type) || is_float_type(type); }
 
-bool mmvq_takes_q8_1(quant::Type type) {
-  switch (type) {
-#define STRATA_CASE(name) case Type::name:
-    STRATA_MMVQ_QUANT_TYPES(STRATA_CASE)
+// The q8_1 set is defined once, in the quant module, so the reference's engine activation
+// numerics (reference/matmul.h) cannot drift from the kernels. The kernel list and the predicate
+// must name the same types: each kernel type takes q8_1, and there are as many kernel types.
+#define STRATA_CASE(name) &&quant::takes_q8_1_activations(Type::name)
+static_assert(true STRATA_MMVQ_QUANT_TYPES(STRATA_CASE),
+              "a type of STRATA_MMVQ_QUANT_TYPES is missing from quant::takes_q8_1_activations");
 #undef STRATA_CASE
-    return true;
-    default:
-      return false;
-  }
-}
+#define STRATA_CASE(name) +1
+static_assert(0 STRATA_MMVQ_QUANT_TYPES(STRATA_CASE) == quant::count_q8_1_activation_types(),
+              "quant::takes_q8_1_activations names a type without an mmvq kernel");
+#undef STRATA_CASE
+
+bool mmvq_takes_q8_1(quant::Type type) { return quant::takes_q8_1_activations(type); }
 
 Result<MmvqPlan> mmvq_plan(const MmvqArgs& args) {
   auto shape = check(args);

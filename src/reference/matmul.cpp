@@ -1,11 +1,14 @@
 #include "strata/reference/matmul.h"
 
+#include <atomic>
 #include <cassert>
 #include <cstdlib>
 
 #include <fmt/format.h>
 
 #include "strata/quant/dequant.h"
+#include "strata/quant/quantize.h"
+#include "strata/quant/types.h"
 #include "strata/reference/ops.h"
 
 namespace strata::reference {
@@ -22,7 +25,31 @@ void dequantize_or_die(const model::Tensor& w, int64_t row, float* out) {
   }
 }
 
+std::atomic<bool> g_engine_activation_numerics{false};
+
+// rows x cols activations -> their q8_1 round trip (quantize_row_q8_1, dequantize_row(Q8_1)),
+// packed [rows, cols]. The engine's quantizer writes the same bytes, so these are the values its
+// q8_1 mat-vecs see.
+std::vector<float> q8_1_round_trip(const float* x, int64_t ldx, int64_t rows, int64_t cols) {
+  assert(cols % 32 == 0);
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  std::vector<uint8_t> q8(static_cast<size_t>(*quant::row_bytes(quant::Type::Q8_1, static_cast<uint64_t>(cols))));
+  for (int64_t t = 0; t < rows; ++t) {
+    quant::quantize_row_q8_1(x + t * ldx, q8.data(), cols);
+    const Status s = quant::dequantize_row(quant::Type::Q8_1, q8.data(), out.data() + t * cols, cols);
+    if (!s.ok()) {
+      fmt::print(stderr, "strata: reference: q8_1 round trip: {}\n", s.message());
+      std::abort();
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+void set_engine_activation_numerics(bool on) { g_engine_activation_numerics.store(on, std::memory_order_relaxed); }
+
+bool engine_activation_numerics() { return g_engine_activation_numerics.load(std::memory_order_relaxed); }
 
 void tensor_row(const model::Tensor& w, int64_t row, float* out) {
   assert(row >= 0 && row < w.rows());
@@ -44,6 +71,15 @@ void matmul(const model::MatrixRows& rows, const float* x, int64_t ldx, int64_t 
   const model::Tensor& w = *rows.tensor;
   const int64_t cols = w.cols();
   assert(rows.first_row >= 0 && rows.first_row + rows.n_rows <= w.rows());
+  // Engine activation numerics (matmul.h): the activations this weight type gets in the engine.
+  // A q8_1-taking type's rows are whole blocks of a multiple of 32 values (types.h), so every
+  // row quantizes; the engine refuses other widths (mmvq wants a multiple of 32) for any type.
+  std::vector<float> rounded;
+  if (engine_activation_numerics() && quant::takes_q8_1_activations(w.type)) {
+    rounded = q8_1_round_trip(x, ldx, n_tok, cols);
+    x = rounded.data();
+    ldx = cols;
+  }
   // Rows are split across threads; each weight row is converted once and used for every token.
   pool.parallel_for(rows.n_rows, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scratch;

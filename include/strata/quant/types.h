@@ -43,4 +43,30 @@ std::optional<uint64_t> row_bytes(Type t, uint64_t n);
 // Bits per weight (type_size * 8 / block_size).
 double bits_per_weight(Type t);
 
+// True for the weight types whose engine mat-vec takes its activations in q8_1 (each row of x
+// quantized per 32 values, quantize_row_q8_1's bytes) rather than f32: the types with a CUDA
+// mmvq kernel. F32, F16 and BF16 weights take f32 activations; so do the types without an
+// engine kernel (Q4_1, the K types Q2_K/Q3_K, TQ*, MXFP4, NVFP4, Q1_0...), which the engine
+// refuses to load. Every type here has a block size that is a multiple of 32, so its rows are
+// whole q8_1 blocks. cuda::mmvq_takes_q8_1 is this function (src/cuda/mmvq.cu checks at compile
+// time that its kernel list names exactly these types), and the reference's engine activation
+// numerics mode (reference/matmul.h) rounds the activations of exactly these types.
+constexpr bool takes_q8_1_activations(Type t) {
+  switch (t) {
+    case Type::Q4_0: case Type::Q5_0: case Type::Q5_1: case Type::Q8_0: case Type::IQ4_NL: case Type::Q2_0:
+    case Type::Q4_K: case Type::Q5_K: case Type::Q6_K: case Type::IQ2_XXS: case Type::IQ2_XS: case Type::IQ2_S:
+    case Type::IQ3_XXS: case Type::IQ3_S: case Type::IQ1_M: case Type::IQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// How many type ids takes_q8_1_activations accepts (for the compile-time check in mmvq.cu).
+constexpr int count_q8_1_activation_types() {
+  int n = 0;
+  for (uint32_t id = 0; id < kTypeCount; ++id) n += takes_q8_1_activations(static_cast<Type>(id)) ? 1 : 0;
+  return n;
+}
+
 }  // namespace strata::quant
