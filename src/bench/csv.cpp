@@ -18,6 +18,8 @@ constexpr const char* kColumns[] = {
     "bytes_per_token", "bandwidth_gb_s", "roof_fraction", "decode_cpu_share", "load_average_start",
     "peak_ram_bytes", "peak_vram_bytes",
     "cpu_model",     "cores",          "command",
+    "spec_mode",     "spec_max_drafts", "spec_windows",  "spec_drafted",    "spec_accepted",
+    "acceptance_rate", "tokens_per_window",
 };
 
 // RFC 4180: quote a field holding a comma, quote or line break; double inner quotes.
@@ -47,6 +49,9 @@ std::string to_csv(const Report& rep) {
         num(decode_cpu_share(r, rep.threads)), num(rep.load_average_start),
         std::to_string(rep.peak_ram_bytes), std::to_string(rep.peak_vram_bytes), rep.machine.cpu_model,
         std::to_string(rep.machine.cores), rep.command,
+        rep.spec.mode, std::to_string(rep.spec.max_drafts), std::to_string(r.spec.windows),
+        std::to_string(r.spec.drafted), std::to_string(r.spec.accepted), num(r.spec.acceptance_rate()),
+        num(r.spec.tokens_per_window()),
     };
     for (size_t i = 0; i < row.size(); ++i) out += (i ? "," : "") + field(row[i]);
     out += "\n";

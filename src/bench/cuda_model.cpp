@@ -40,25 +40,6 @@ uint64_t expert_bytes(const model::Block& b) {
   return rows_bytes(b.expert_gate(0)) + rows_bytes(b.expert_up(0)) + rows_bytes(b.expert_down(0));
 }
 
-// The K/V tokens and block keys one attention block reads for rows at n_after - t .. n_after - 1
-// (the rule of StageMeter::kv_bytes, with the cache length known instead of read from state).
-uint64_t attention_bytes(const model::ModelConfig& c, const model::BlockPlan& plan, bool has_indexer,
-                         int64_t n_after, int t) {
-  const uint64_t token_bytes = 2ull * c.n_head_kv * c.head_dim * sizeof(float);
-  const int64_t ratio = plan.compress_ratio;
-  const bool qsa = ratio > 0 && has_indexer;
-  const int64_t top_blocks = qsa ? c.indexer_top_k / ratio : 0;
-  if (!qsa || n_after / ratio <= top_blocks) return static_cast<uint64_t>(n_after) * token_bytes;
-  int64_t tokens = 0;
-  for (int64_t r = 0; r < t; ++r) {
-    const int64_t visible = n_after - t + r + 1;
-    tokens += visible / ratio <= top_blocks ? visible : top_blocks * ratio + visible % ratio;
-  }
-  tokens = std::min(tokens, n_after);
-  const uint64_t block_keys = static_cast<uint64_t>(n_after / ratio) * c.indexer_head_dim * sizeof(float);
-  return static_cast<uint64_t>(tokens) * token_bytes + block_keys;
-}
-
 }  // namespace
 
 ByteCounts window_bytes(const model::ModelConfig& c, const model::Weights& w, int64_t n_before, int t) {
@@ -76,7 +57,7 @@ ByteCounts window_bytes(const model::ModelConfig& c, const model::Weights& w, in
     if (plan.mixer == model::Mixer::Gdn) {
       out.state += gdn_state;
     } else {
-      out.kv += attention_bytes(c, plan, b.has_indexer(), n_before + t, t);
+      out.kv += attention_read_bytes(c, plan, b.has_indexer(), n_before + t, t);
     }
   }
   return out;

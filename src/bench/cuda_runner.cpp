@@ -13,11 +13,15 @@
 
 #include <fmt/format.h>
 
+#include "load.h"
 #include "strata/bench/cuda_bench.h"
 #include "strata/bench/forced.h"
 #include "strata/bench/session.h"
 #include "strata/cuda/decoder.h"
 #include "strata/cuda/device.h"
+#include "strata/engine/backend.h"
+#include "strata/engine/generate.h"
+#include "strata/engine/sampler.h"
 #include "strata/reference/model.h"
 #include "strata/synth/synth.h"
 
@@ -77,12 +81,7 @@ Result<std::unique_ptr<CudaModel>> open_model(const Options& o, Report& rep) {
     describe(*m->model, rep);
     return m;
   }
-  synth::Options so;
-  so.recipe = *synth::recipe_from_name(o.synth_recipe);
-  so.layers = o.layers.value_or(kSynthDefaultLayers);
-  so.experts = o.experts.value_or(512);
-  so.seed = o.synth_seed;
-  auto plan = synth::make_plan(so);
+  auto plan = synth::make_plan(synth_options(o));
   if (!plan) return plan.status();
   m->plan = std::make_unique<synth::Plan>(std::move(*plan));
   for (const synth::TensorPlan& t : m->plan->tensors) m->by_name.emplace(t.name, &t);
@@ -272,6 +271,146 @@ Result<CudaWindowRun> CudaRunner::decode(int t, bool record) {
   return run;
 }
 
+// --spec N on the GPU: engine::generate over the bench's own decoder. cuda::create_engine_backend
+// would create a second decoder from the file's bytes, which for a shape-only synthetic pack
+// are holes, and hold the weights twice; this Backend wraps the decoder whose weights the plan
+// filled. The prompt runs in windows of kMaxWindow, as CudaBackend's prefill; each decode
+// window is timed from the end of the previous one (drafting included) to the end of its
+// commit, and its bytes are window_bytes() of its rows. No MTP head (lookup drafts only).
+class TimedDecoderBackend final : public engine::Backend {
+ public:
+  TimedDecoderBackend(cuda::Decoder& dec, const reference::Model& m, Progress& progress, RunResult& prefill,
+                      CudaWindowRun& run)
+      : dec_(dec), config_(m.config()), weights_(m.weights()), progress_(progress), prefill_(prefill), run_(run) {}
+
+  std::string name() const override { return "cuda"; }
+  int64_t n_vocab() const override { return config_.n_vocab; }
+  int max_window() const override { return kMaxWindow; }
+  int64_t n_past() const override { return dec_.n_past(); }
+
+  Result<engine::BackendWindow> prefill(std::span<const int32_t> tokens, engine::LogitRows rows) override {
+    const auto t0 = Clock::now();
+    engine::BackendWindow last;
+    for (size_t at = 0; at < tokens.size(); at += kMaxWindow) {
+      const size_t n = std::min(tokens.size() - at, static_cast<size_t>(kMaxWindow));
+      cuda::WindowRequest request;
+      request.logits = rows != engine::LogitRows::None && at + n == tokens.size();
+      auto out = dec_.forward(tokens.subspan(at, n), request);
+      if (!out) return out.status();
+      STRATA_TRY(dec_.commit(static_cast<int>(n)));
+      last = window_of(std::move(*out), rows);
+      progress_.update("prefill", static_cast<double>(at + n), static_cast<double>(tokens.size()), "tok");
+    }
+    progress_.finish("prefill");
+    prefill_.prefill_s = since(t0);
+    prefill_.prefill_tok_s = prefill_.prefill_s > 0 ? static_cast<double>(tokens.size()) / prefill_.prefill_s : 0.0;
+    run_.ctx_start = dec_.n_past();
+    mark_ = Clock::now();
+    return last;  // the last window's rows: greedy generation needs only its last argmax
+  }
+
+  Result<engine::BackendWindow> forward(std::span<const int32_t> tokens, engine::LogitRows rows) override {
+    run_.bytes += window_bytes(config_, weights_, dec_.n_past(), static_cast<int>(tokens.size()));
+    cuda::WindowRequest request;
+    request.logits = rows != engine::LogitRows::None;
+    auto out = dec_.forward(tokens, request);
+    if (!out) return out.status();
+    return window_of(std::move(*out), rows);
+  }
+
+  Status commit(int n) override {
+    STRATA_TRY(dec_.commit(n));
+    const auto now = Clock::now();
+    run_.window_ms.push_back(1000.0 * std::chrono::duration<double>(now - mark_).count());
+    mark_ = now;
+    run_.tokens += n;  // the kept rows: the accepted drafts and the token before them
+    return Status::ok_status();
+  }
+
+  bool has_mtp() const override { return false; }
+  Result<std::vector<float>> mtp_sync() override { return no_mtp(); }
+  Result<std::vector<float>> mtp_start(int32_t) override { return no_mtp(); }
+  Result<std::vector<float>> mtp_continue(int32_t) override { return no_mtp(); }
+
+ private:
+  static Status no_mtp() { return Status::error("strata bench: the CUDA decoder has no MTP head yet"); }
+
+  engine::BackendWindow window_of(cuda::WindowOutput&& out, engine::LogitRows rows) const {
+    engine::BackendWindow w;
+    w.n_rows = out.n_rows;
+    w.argmax = std::move(out.argmax);
+    if (rows == engine::LogitRows::All) {
+      w.logits = std::move(out.logits);
+    } else if (rows == engine::LogitRows::Last && !out.logits.empty()) {
+      w.logits.assign(out.logits.end() - static_cast<int64_t>(config_.n_vocab), out.logits.end());
+    }
+    return w;
+  }
+
+  cuda::Decoder& dec_;
+  const model::ModelConfig& config_;
+  const model::Weights& weights_;
+  Progress& progress_;
+  RunResult& prefill_;
+  CudaWindowRun& run_;
+  Clock::time_point mark_;
+};
+
+// The greedy prompt's argmax is emitted first by generate, from no decode window: fed, not
+// counted (n_generate = gen + 1), as the CPU bench's --spec does.
+Status spec_decode(cuda::Decoder& dec, const reference::Model& m, const Options& o, double roof_bytes_s,
+                   Progress& progress, RunResult& r, CudaWindowRun& run) {
+  run.window = o.spec + 1;
+  TimedDecoderBackend backend(dec, m, progress, r, run);
+  engine::SamplerConfig sc;  // greedy
+  sc.seed = o.seed;
+  auto sampler = engine::Sampler::create(sc);
+  if (!sampler) return sampler.status();
+  engine::GenerateOptions go;
+  go.n_generate = static_cast<int>(std::min<int64_t>(o.gen + 1, INT32_MAX));
+  go.spec.max_drafts = o.spec;
+  go.spec.source = draft_source(o.spec_source);
+  const std::vector<int32_t> prompt = forced_tokens(o.seed, m.config().n_vocab, o.ctx);
+  std::vector<int32_t> emitted;
+  bool first = true;
+  const std::string label = fmt::format("decode --spec {}", o.spec);
+  auto out = engine::generate(backend, *sampler, prompt, go, [&](int32_t id) {
+    if (first) {
+      first = false;
+    } else {
+      emitted.push_back(id);
+      progress.update(label, static_cast<double>(emitted.size()), static_cast<double>(o.gen), "tok");
+    }
+    return true;
+  });
+  if (!out) return out.status();
+  progress.finish(label);
+  run.experts_per_block = static_cast<double>(
+      std::min<uint64_t>(static_cast<uint64_t>(run.window) * m.config().n_expert_used, m.config().n_expert));
+  finish_window_run(run, roof_bytes_s);
+  r.ctx = o.ctx;
+  r.gen = o.gen;
+  r.tokens_generated = run.tokens;
+  r.windows = run.windows;
+  r.decode_s = run.decode_s;
+  r.decode_tok_s = run.tok_s;
+  for (double ms : run.window_ms) r.window_s.push_back(ms / 1000.0);
+  r.decode_bytes = run.bytes;
+  r.bytes_per_token = run.bytes_per_token;
+  r.experts_per_block = run.experts_per_block;
+  r.roof_fraction = run.roof_fraction;
+  r.prompt_hash = fnv1a(prompt);
+  r.output_hash = fnv1a(emitted);
+  r.output_head.assign(emitted.begin(), emitted.begin() + std::min<size_t>(emitted.size(), 32));
+  r.spec = out->stats;
+  if (r.spec.windows != run.windows || run.tokens != r.spec.windows + r.spec.accepted) {
+    return Status::error(fmt::format("strata bench: --spec: inconsistent counts ({} windows timed, {} counted, {} "
+                                     "tokens, {} accepted)",
+                                     run.windows, r.spec.windows, run.tokens, r.spec.accepted));
+  }
+  return Status::ok_status();
+}
+
 RunResult headline_run(const Options& o, const CudaWindowRun& d, const RunResult& prefill,
                        std::span<const int32_t> prompt, std::span<const int32_t> emitted) {
   RunResult r = prefill;
@@ -289,6 +428,7 @@ RunResult headline_run(const Options& o, const CudaWindowRun& d, const RunResult
   r.prompt_hash = fnv1a(prompt);
   r.output_hash = fnv1a(emitted);
   r.output_head.assign(emitted.begin(), emitted.begin() + std::min<size_t>(emitted.size(), 32));
+  r.spec = o.forced ? forced_spec_stats(o.accept, d.window, d.windows) : forced_spec_stats({}, 1, d.windows);
   return r;
 }
 
@@ -341,6 +481,28 @@ Result<Report> run_cuda_bench(const Options& o, Progress& progress) {
   cs.upload_s = since(u0);
   progress.finish("uploading weights");
   rep.load_s = since(t0);
+
+  if (o.spec > 0) {
+    RunResult r;
+    STRATA_TRY(spec_decode(**dec, model, o, rep.bandwidth.bytes_per_s(), progress, r, cs.decode));
+    const cuda::DecoderStats stats = (*dec)->stats();
+    cs.weight_bytes = stats.weight_bytes;
+    cs.state_bytes = stats.state_bytes;
+    cs.graph_nodes = stats.graph_nodes;
+    if (auto devices = cuda::list_devices(); devices && !devices->empty()) {
+      cs.vram_used_bytes = devices->front().total_bytes - devices->front().free_bytes;
+      rep.peak_vram_bytes = cs.vram_used_bytes;
+    }
+    rep.runs.push_back(std::move(r));
+    rep.notes.push_back(fmt::format("--spec {}: windows of 1 + up to {} prompt-lookup drafts through engine::generate "
+                                    "(greedy); bytes per window assume its rows pick distinct experts (an upper "
+                                    "bound); no profiled window",
+                                    o.spec, o.spec));
+    rep.cuda = std::move(cs);
+    rep.peak_ram_bytes = peak_ram_bytes();
+    rep.load_average_end = load_average();
+    return rep;
+  }
 
   CudaRunner runner(**dec, model, o, rep.bandwidth.bytes_per_s(), progress);
   RunResult prefill;

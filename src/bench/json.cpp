@@ -27,6 +27,31 @@ json bytes_json(const ByteCounts& b) {
           {"kv", b.kv},       {"state", b.state},     {"total", b.total()}};
 }
 
+// The counts of a run and their ratios (engine::SpecStats, as `strata run --ids-out`).
+json spec_counts_json(const engine::SpecStats& s) {
+  return {{"windows", s.windows},
+          {"drafted", s.drafted},
+          {"accepted", s.accepted},
+          {"acceptance_rate", s.acceptance_rate()},
+          {"accepted_per_window", s.accepted_per_window()},
+          {"tokens_per_window", s.tokens_per_window()},
+          {"mtp", {{"windows", s.mtp_windows}, {"drafted", s.mtp_drafted}, {"accepted", s.mtp_accepted}}},
+          {"lookup", {{"windows", s.lookup_windows}, {"drafted", s.lookup_drafted}, {"accepted", s.lookup_accepted}}}};
+}
+
+// How the windows were decided, and the headline run's counts and decode rate.
+json spec_json(const SpecInfo& info, const RunResult& head) {
+  json j = {{"mode", info.mode},
+            {"max_drafts", info.max_drafts},
+            {"source", info.source.empty() ? json(nullptr) : json(info.source)},
+            {"backend", info.backend.empty() ? json(nullptr) : json(info.backend)},
+            {"mtp_available", info.mtp_available}};
+  j.update(spec_counts_json(head.spec));
+  j["tokens"] = head.tokens_generated;
+  j["decode_tok_s"] = head.decode_tok_s;
+  return j;
+}
+
 json run_json(const RunResult& r) {
   return {
       {"ctx", r.ctx},
@@ -53,6 +78,7 @@ json run_json(const RunResult& r) {
       {"prompt_fnv1a", hex64(r.prompt_hash)},
       {"output_fnv1a", hex64(r.output_hash)},
       {"output_head", r.output_head},
+      {"spec", spec_counts_json(r.spec)},
   };
 }
 
@@ -179,6 +205,7 @@ std::string to_json(const Report& rep, int indent) {
   j["load_average_end"] = rep.load_average_end;
   j["load_s"] = rep.load_s;
   j["prefault_s"] = rep.prefault_s;
+  j["spec"] = spec_json(rep.spec, head);
   j["runs"] = json::array();
   for (const RunResult& r : rep.runs) j["runs"].push_back(run_json(r));
   if (rep.cuda) j["cuda"] = cuda_json(*rep.cuda);

@@ -76,12 +76,7 @@ Status describe_file(const std::string& path, ModelInfo& info) {
 }
 
 Result<std::unique_ptr<reference::Model>> open_synth(const Options& o, int threads, Progress& progress, Report& rep) {
-  synth::Options so;
-  so.recipe = *synth::recipe_from_name(o.synth_recipe);
-  so.layers = o.layers.value_or(kSynthDefaultLayers);
-  so.experts = o.experts.value_or(512);
-  so.seed = o.synth_seed;
-  auto plan = synth::make_plan(so);
+  auto plan = synth::make_plan(synth_options(o));
   if (!plan) return plan.status();
   synth::WriteOptions wo;
   wo.threads = static_cast<unsigned>(threads);
@@ -111,6 +106,15 @@ Result<std::unique_ptr<reference::Model>> open_synth(const Options& o, int threa
 }
 
 }  // namespace
+
+synth::Options synth_options(const Options& o) {
+  synth::Options so;
+  so.recipe = *synth::recipe_from_name(o.synth_recipe);
+  so.layers = o.layers.value_or(kSynthDefaultLayers);
+  so.experts = o.experts.value_or(512);
+  so.seed = o.synth_seed;
+  return so;
+}
 
 Result<std::unique_ptr<reference::Model>> load_model(const Options& o, int threads, Progress& progress, Report& rep) {
   const auto t0 = std::chrono::steady_clock::now();

@@ -171,10 +171,14 @@ uint64_t StageMeter::kv_bytes(int block, int64_t n_rows) const {
   const model::ModelConfig& c = model_.config();
   const model::BlockPlan& plan = c.plan.blocks[block];
   const reference::AttnCache& cache = state_->attn[plan.slot];
+  return attention_read_bytes(c, plan, model_.weights().blocks[block].has_indexer(), cache.n, n_rows);
+}
+
+uint64_t attention_read_bytes(const model::ModelConfig& c, const model::BlockPlan& plan, bool has_indexer, int64_t n_after,
+                              int64_t n_rows) {
   const uint64_t token_bytes = 2ull * c.n_head_kv * c.head_dim * sizeof(float);
-  const int64_t n_after = cache.n;
   const int64_t ratio = plan.compress_ratio;
-  const bool qsa = ratio > 0 && model_.weights().blocks[block].has_indexer();
+  const bool qsa = ratio > 0 && has_indexer;
   const int64_t top_blocks = qsa ? c.indexer_top_k / ratio : 0;
   if (!qsa || n_after / ratio <= top_blocks) return static_cast<uint64_t>(n_after) * token_bytes;
   int64_t tokens = 0;

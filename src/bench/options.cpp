@@ -80,6 +80,32 @@ Status check_window(const Options& o) {
   return Status::ok_status();
 }
 
+Status check_spec(const Options& o) {
+  if (o.spec < 0 || o.spec > kMaxSpecDrafts) {
+    return fail("--spec", fmt::format("expected 0..{} drafts per window (0 = off), got {}", kMaxSpecDrafts, o.spec));
+  }
+  if (!o.spec_source.empty() && o.spec_source != "mtp" && o.spec_source != "lookup" && o.spec_source != "auto") {
+    return fail("--spec-source", fmt::format("expected mtp, lookup or auto, got '{}'", o.spec_source));
+  }
+  if (o.spec == 0) {
+    if (!o.spec_source.empty()) return fail("--spec-source", "only applies with --spec N > 0");
+    return Status::ok_status();
+  }
+  if (o.forced) {
+    return fail("--spec", "cannot be combined with --forced (--forced fixes the tokens and the acceptances by the "
+                          "--window/--accept pattern; --spec drafts and verifies against the model's own greedy "
+                          "output)");
+  }
+  if (o.window > 1) {
+    return fail("--window", fmt::format("only applies with --forced; with --spec {} a window holds 1 + up to {} "
+                                        "drafts, as many as the drafter proposes", o.spec, o.spec));
+  }
+  if (o.device == "cuda" && o.spec_source == "mtp") {
+    return fail("--spec-source mtp", "the CUDA decoder has no MTP head yet (use lookup or auto)");
+  }
+  return Status::ok_status();
+}
+
 Status check_sizes(const Options& o) {
   if (o.ctx < 1) return fail("--ctx", fmt::format("expected >= 1 prompt token, got {}", o.ctx));
   if (o.gen < 1) return fail("--gen", fmt::format("expected >= 1 generated token, got {}", o.gen));
@@ -109,6 +135,7 @@ Status validate(const Options& o) {
   STRATA_TRY(check_device(o));
   STRATA_TRY(check_model_choice(o));
   STRATA_TRY(check_sizes(o));
+  STRATA_TRY(check_spec(o));  // before check_window: with --spec, --window's conflict is with --spec
   STRATA_TRY(check_window(o));
   return Status::ok_status();
 }

@@ -9,6 +9,8 @@
 
 #include "strata/bench/forced.h"
 #include "strata/bench/machine.h"
+#include "strata/engine/reference_backend.h"
+#include "strata/engine/sampler.h"
 #include "strata/reference/forward.h"
 
 namespace strata::bench {
@@ -39,6 +41,7 @@ class Runner {
   Status prefill();
   Status decode_forced();
   Status decode_greedy();
+  Status prefill_and_decode_spec();
   void emit(std::span<const int32_t> ids);
   void report(std::string_view label, int64_t done, int64_t total) const {
     // A last window may emit past the goal; progress stops at 100%.
@@ -132,6 +135,139 @@ Status Runner::decode_greedy() {
   return Status::ok_status();
 }
 
+// The engine's reference backend with the meter around its trunk forwards (the meter's sink
+// is the backend's stage sink): the prompt in --prefill-chunk pieces, as Runner::prefill;
+// each window's time runs from the end of the previous one (so the drafting in between is
+// decode time) to the end of its commit, the replay of a partial commit metered as "commit".
+class MeteredBackend final : public engine::Backend {
+ public:
+  MeteredBackend(engine::ReferenceBackend& inner, StageMeter& meter, const RunConfig& cfg, RunResult& r)
+      : inner_(inner), meter_(meter), cfg_(cfg), r_(r) {}
+
+  std::string name() const override { return inner_.name(); }
+  int64_t n_vocab() const override { return inner_.n_vocab(); }
+  int max_window() const override { return inner_.max_window(); }
+  int64_t n_past() const override { return inner_.n_past(); }
+
+  Result<engine::BackendWindow> prefill(std::span<const int32_t> tokens, engine::LogitRows rows) override {
+    const auto t0 = Clock::now();
+    const double cpu0 = process_cpu_seconds();
+    const int64_t n_tok = static_cast<int64_t>(tokens.size());
+    progress("prefill", 0, n_tok);
+    Result<engine::BackendWindow> out = Status::error("strata bench: empty prompt");
+    for (int64_t p = 0; p < n_tok; p += cfg_.prefill_chunk) {
+      const int64_t n = std::min(cfg_.prefill_chunk, n_tok - p);
+      meter_.begin(Phase::Prefill, inner_.state(), false);
+      out = inner_.prefill(tokens.subspan(static_cast<size_t>(p), static_cast<size_t>(n)), rows);
+      meter_.end();
+      if (!out) return out;
+      progress("prefill", p + n, n_tok);
+    }
+    r_.prefill_s = since(t0);
+    r_.prefill_cpu_s = process_cpu_seconds() - cpu0;
+    decode_cpu0_ = process_cpu_seconds();
+    mark_ = Clock::now();
+    return out;  // the last piece's rows: greedy generation needs only its last argmax
+  }
+
+  Result<engine::BackendWindow> forward(std::span<const int32_t> tokens, engine::LogitRows rows) override {
+    rows_ = static_cast<int>(tokens.size());
+    meter_.begin(Phase::Decode, inner_.state(), true);
+    auto out = inner_.forward(tokens, rows);
+    meter_.end();
+    return out;
+  }
+
+  Status commit(int n) override {
+    Status s = Status::ok_status();
+    if (n < rows_) {
+      meter_.begin(Phase::Commit, inner_.state(), true);  // restore the mark and replay n rows
+      s = inner_.commit(n);
+      meter_.end();
+      ++r_.replays;
+    } else {
+      s = inner_.commit(n);
+    }
+    if (!s.ok()) return s;
+    const auto now = Clock::now();
+    r_.window_s.push_back(std::chrono::duration<double>(now - mark_).count());
+    mark_ = now;
+    ++r_.windows;
+    return s;
+  }
+
+  bool has_mtp() const override { return inner_.has_mtp(); }
+  Result<std::vector<float>> mtp_sync() override { return inner_.mtp_sync(); }
+  Result<std::vector<float>> mtp_start(int32_t next) override { return inner_.mtp_start(next); }
+  Result<std::vector<float>> mtp_continue(int32_t draft) override { return inner_.mtp_continue(draft); }
+
+  double decode_cpu0() const { return decode_cpu0_; }
+  void progress(std::string_view label, int64_t done, int64_t total) const {
+    if (cfg_.progress) cfg_.progress(label, std::min(done, total), total);
+  }
+
+ private:
+  engine::ReferenceBackend& inner_;
+  StageMeter& meter_;
+  const RunConfig& cfg_;
+  RunResult& r_;
+  int rows_ = 0;                // rows of the open window
+  Clock::time_point mark_;      // end of the prompt or of the last window
+  double decode_cpu0_ = 0.0;
+};
+
+// --spec N: prefill and greedy decode through engine::generate. generate emits the prompt's
+// argmax first, from no decode window; the bench feeds it, as decode_greedy does, and counts
+// the gen tokens the windows yield after it (n_generate = gen + 1).
+Status Runner::prefill_and_decode_spec() {
+  const model::ModelConfig& c = model_.config();
+  if (cfg_.spec_source == engine::DraftSource::Mtp && !c.plan.has_mtp()) {
+    return Status::error("strata bench: --spec-source mtp: the model has no MTP block (nextn_predict_layers); use "
+                         "lookup or auto");
+  }
+  if (cfg_.gen + 1 > INT32_MAX) return Status::error("strata bench: --gen: too large for --spec");
+  engine::BackendOptions bo;
+  bo.device = engine::Device::Cpu;
+  bo.mtp = cfg_.spec_source != engine::DraftSource::Lookup && c.plan.has_mtp();
+  bo.prefill_gdn = reference::GdnPath::Auto;  // as Runner::prefill
+  bo.sink = meter_.sink();
+  auto backend = engine::create_backend(model_, bo);
+  if (!backend) return backend.status();
+  auto* reference = dynamic_cast<engine::ReferenceBackend*>(backend->get());
+  if (reference == nullptr) return Status::error("strata bench: --spec: the CPU backend is not the reference");
+  MeteredBackend metered(*reference, meter_, cfg_, r_);
+
+  engine::SamplerConfig sc;  // greedy
+  sc.seed = cfg_.seed;
+  auto sampler = engine::Sampler::create(sc);
+  if (!sampler) return sampler.status();
+  engine::GenerateOptions go;
+  go.n_generate = static_cast<int>(cfg_.gen + 1);
+  go.spec.max_drafts = cfg_.spec;
+  go.spec.source = cfg_.spec_source;
+  bool first = true;
+  auto out = engine::generate(metered, *sampler, std::span<const int32_t>(stream_).first(cfg_.ctx), go,
+                              [&](int32_t id) {
+                                if (first) {
+                                  first = false;  // the prompt's argmax: fed, not counted
+                                  metered.progress("decode", 0, cfg_.gen);
+                                  return true;
+                                }
+                                emit({&id, 1});
+                                metered.progress("decode", r_.tokens_generated, cfg_.gen);
+                                return true;
+                              });
+  if (!out) return out.status();
+  r_.decode_cpu_s = process_cpu_seconds() - metered.decode_cpu0();
+  r_.spec = out->stats;
+  if (r_.spec.windows != r_.windows || r_.tokens_generated != r_.spec.windows + r_.spec.accepted) {
+    return Status::error(fmt::format("strata bench: --spec: inconsistent counts ({} windows metered, {} counted, "
+                                     "{} tokens, {} accepted)",
+                                     r_.windows, r_.spec.windows, r_.tokens_generated, r_.spec.accepted));
+  }
+  return Status::ok_status();
+}
+
 void Runner::emit(std::span<const int32_t> ids) {
   emitted_.insert(emitted_.end(), ids.begin(), ids.end());
   r_.tokens_generated += static_cast<int64_t>(ids.size());
@@ -145,11 +281,17 @@ Result<RunResult> Runner::run() {
   stream_ = forced_tokens(cfg_.seed, c.n_vocab, cfg_.ctx + cfg_.gen + cfg_.window + 1);
   r_.prompt_hash = fnv1a(std::span<const int32_t>(stream_).first(cfg_.ctx));
 
-  STRATA_TRY(prefill());
-  const double cpu0 = process_cpu_seconds();
-  report("decode", 0, cfg_.gen);
-  STRATA_TRY(cfg_.forced ? decode_forced() : decode_greedy());
-  r_.decode_cpu_s = process_cpu_seconds() - cpu0;
+  if (cfg_.spec > 0) {
+    STRATA_TRY(prefill_and_decode_spec());
+  } else {
+    STRATA_TRY(prefill());
+    const double cpu0 = process_cpu_seconds();
+    report("decode", 0, cfg_.gen);
+    STRATA_TRY(cfg_.forced ? decode_forced() : decode_greedy());
+    r_.decode_cpu_s = process_cpu_seconds() - cpu0;
+    r_.spec = cfg_.forced ? forced_spec_stats(cfg_.accept, cfg_.window, r_.windows)
+                          : forced_spec_stats({}, 1, r_.windows);
+  }
 
   for (double s : r_.window_s) r_.decode_s += s;
   r_.prefill_tok_s = r_.prefill_s > 0 ? static_cast<double>(cfg_.ctx) / r_.prefill_s : 0.0;
@@ -181,7 +323,22 @@ RunConfig run_config(const Options& o, int64_t ctx) {
   cfg.accept = o.accept;
   cfg.forced = o.forced;
   cfg.seed = o.seed;
+  cfg.spec = o.spec;
+  cfg.spec_source = draft_source(o.spec_source);
   return cfg;
+}
+
+engine::DraftSource draft_source(const std::string& name) {
+  return name == "mtp" ? engine::DraftSource::Mtp : name == "lookup" ? engine::DraftSource::Lookup
+                                                                     : engine::DraftSource::Auto;
+}
+
+engine::SpecStats forced_spec_stats(const std::vector<int>& accept, int window, int64_t windows) {
+  engine::SpecStats s;
+  s.windows = windows;
+  s.drafted = windows * (window - 1);
+  for (int64_t w = 0; w < windows; ++w) s.accepted += accepted_drafts(accept, window, w);
+  return s;
 }
 
 Result<RunResult> run_once(const reference::Model& model, const RunConfig& config) {
@@ -194,6 +351,12 @@ Result<RunResult> run_once(const reference::Model& model, const RunConfig& confi
   }
   if (config.window > 1 && !config.forced) {
     return Status::error("strata bench: --window > 1 needs --forced");
+  }
+  if (config.spec > 0 && (config.forced || config.window > 1)) {
+    return Status::error("strata bench: --spec cannot be combined with --forced or --window");
+  }
+  if (config.spec < 0 || config.spec > kMaxSpecDrafts) {
+    return Status::error(fmt::format("strata bench: --spec: expected 0..{}, got {}", kMaxSpecDrafts, config.spec));
   }
   Runner runner(model, config);
   return runner.run();

@@ -46,6 +46,20 @@ Status measure_roof(const Options& o, Report& rep, Progress& progress) {
 
 }  // namespace
 
+SpecInfo spec_info(const Options& o) {
+  SpecInfo s;
+  if (o.spec > 0) {
+    s.mode = "drafts";
+    s.max_drafts = o.spec;
+    s.source = o.spec_source.empty() ? "auto" : o.spec_source;
+    s.backend = o.device == "cuda" ? "cuda" : "fp32 reference";
+  } else if (o.forced) {
+    s.mode = "forced";
+    s.max_drafts = o.window - 1;
+  }
+  return s;
+}
+
 Report new_report(const Options& o) {
   Report rep;
   rep.timestamp = utc_timestamp();
@@ -58,6 +72,7 @@ Report new_report(const Options& o) {
   rep.seed = o.seed;
   rep.window = o.window;
   rep.accept = o.accept;
+  rep.spec = spec_info(o);
   rep.prefill_chunk = o.prefill_chunk;
   rep.peak_vram_bytes = 0;  // the CPU device holds nothing on a GPU
   rep.load_average_start = load_average();
@@ -79,6 +94,7 @@ Result<Report> run_bench(const Options& o, Progress& progress) {
 
   auto model = load_model(o, rep.threads, progress, rep);
   if (!model) return model.status();
+  rep.spec.mtp_available = o.spec > 0 && o.spec_source != "lookup" && (*model)->config().plan.has_mtp();
 
   const std::vector<int64_t> contexts = o.sweep_ctx.empty() ? std::vector<int64_t>{o.ctx} : o.sweep_ctx;
   for (int64_t ctx : contexts) {

@@ -41,11 +41,18 @@ std::string header(const Report& rep) {
   }
   out += fmt::format("host     load average {:.2f} at start, {:.2f} at end (other processes compete for the cores)\n",
                      rep.load_average_start, rep.load_average_end);
-  out += fmt::format("decode   {}, window {}, {}; load {:.1f} s\n",
-                     rep.forced ? fmt::format("forced (seed {:#x})", rep.seed) : std::string("greedy"), rep.window,
-                     rep.accept.empty() ? fmt::format("accept {} of {} drafts", rep.window - 1, rep.window - 1)
-                                        : fmt::format("accept schedule {}", fmt::join(rep.accept, ",")),
-                     rep.load_s);
+  if (rep.spec.mode == "drafts") {
+    out += fmt::format("decode   greedy, speculative: up to {} drafts per window from {} ({}{}); load {:.1f} s\n",
+                       rep.spec.max_drafts, rep.spec.source, rep.spec.backend,
+                       rep.spec.mtp_available ? ", MTP head" : rep.spec.source == "lookup" ? "" : ", no MTP head: lookup only",
+                       rep.load_s);
+  } else {
+    out += fmt::format("decode   {}, window {}, {}; load {:.1f} s\n",
+                       rep.forced ? fmt::format("forced (seed {:#x})", rep.seed) : std::string("greedy"), rep.window,
+                       rep.accept.empty() ? fmt::format("accept {} of {} drafts", rep.window - 1, rep.window - 1)
+                                          : fmt::format("accept schedule {}", fmt::join(rep.accept, ",")),
+                       rep.load_s);
+  }
   return out;
 }
 
@@ -57,9 +64,36 @@ std::string runs_table(const Report& rep) {
     // The CUDA device's host threads wait on the GPU: their CPU share says nothing.
     const std::string share =
         rep.cuda ? std::string("-") : fmt::format("{:.0f}%", 100.0 * decode_cpu_share(r, rep.threads));
+    const std::string window = rep.spec.mode == "drafts" ? fmt::format("1+{}", rep.spec.max_drafts)
+                                                         : std::to_string(rep.window);
     out += fmt::format("{:>7} {:>5} {:>7} {:>14.3f} {:>13.4f} {:>10.3f} {:>10.1f} {:>7.2f}% {:>9}\n", r.ctx,
-                       r.tokens_generated, rep.window, r.prefill_tok_s, r.decode_tok_s, ms, r.bytes_per_token / 1e6,
+                       r.tokens_generated, window, r.prefill_tok_s, r.decode_tok_s, ms, r.bytes_per_token / 1e6,
                        100.0 * r.roof_fraction, share);
+  }
+  return out;
+}
+
+// Windows, drafts and acceptances of every run: the drafter's (--spec), the pattern's
+// (--forced) or plain decode's (nothing drafted).
+std::string spec_table(const Report& rep) {
+  const SpecInfo& s = rep.spec;
+  std::string what = s.mode == "drafts"   ? fmt::format("--spec {}, source {}", s.max_drafts, s.source)
+                     : s.mode == "forced" ? std::string("forced: acceptances set by --window/--accept")
+                                          : std::string("off: one token per window");
+  std::string out = fmt::format("\nspeculation ({})\n{:>7} {:>8} {:>8} {:>9} {:>12} {:>16} {:>14} {:>13}\n", what,
+                                "ctx", "windows", "drafted", "accepted", "accept rate", "accepted/window",
+                                "tokens/window", "decode tok/s");
+  for (const RunResult& r : rep.runs) {
+    const engine::SpecStats& c = r.spec;
+    const std::string rate = c.drafted > 0 ? fmt::format("{:.1f}%", 100.0 * c.acceptance_rate()) : std::string("-");
+    out += fmt::format("{:>7} {:>8} {:>8} {:>9} {:>12} {:>16.2f} {:>14.2f} {:>13.4f}\n", r.ctx, c.windows, c.drafted,
+                       c.accepted, rate, c.accepted_per_window(), c.tokens_per_window(), r.decode_tok_s);
+  }
+  const engine::SpecStats& h = rep.runs.empty() ? engine::SpecStats{} : rep.runs.front().spec;
+  if (s.mode == "drafts" && (h.mtp_windows > 0 || h.lookup_windows > 0)) {
+    out += fmt::format("  by source at ctx {}: mtp {} windows {}/{} accepted, lookup {} windows {}/{} accepted\n",
+                       rep.runs.front().ctx, h.mtp_windows, h.mtp_accepted, h.mtp_drafted, h.lookup_windows,
+                       h.lookup_accepted, h.lookup_drafted);
   }
   return out;
 }
@@ -130,6 +164,7 @@ std::string cuda_table(const CudaSection& c) {
     out += fmt::format("  slope {:.3f} ms per added row (least squares, intercept {:.3f} ms)\n", c.slope_ms_per_row,
                        c.intercept_ms);
   }
+  if (d.profile.empty() && c.sweep.empty()) return out;  // --spec: no profiled window
   out += "\nprofile (one window per T, stage ms and share)\n" + profile_line(d);
   for (const CudaWindowRun& r : c.sweep) out += profile_line(r);
   return out;
@@ -138,7 +173,7 @@ std::string cuda_table(const CudaSection& c) {
 }  // namespace
 
 std::string to_table(const Report& rep) {
-  std::string out = header(rep) + runs_table(rep);
+  std::string out = header(rep) + runs_table(rep) + spec_table(rep);
   if (rep.cuda) {
     out += cuda_table(*rep.cuda);
   } else if (!rep.runs.empty()) {

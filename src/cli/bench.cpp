@@ -7,6 +7,7 @@
 //   strata bench --synth iq3_xxs --layers 4 --ctx 256 --gen 16 --forced --json out.json
 //   strata bench --device cuda --synth iq3_xxs --layers 48 --ctx 4096 --gen 128 --forced
 //                --window-sweep 1,2,3,4,8 --json out.json
+//   strata bench --synth iq3_xxs --layers 2 --ctx 32 --gen 8 --spec 3 --spec-source lookup
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -107,6 +108,12 @@ void add_options(CLI::App& app, BenchArgs& a) {
   app.add_option("--accept", a.accept, "--forced: drafts accepted per window, comma-separated, cycled (default: all "
                                        "T-1)");
   app.add_flag("--forced", o.forced, "deterministic: seeded token stream, fixed windows and acceptances");
+  app.add_option("--spec", o.spec, "speculative decode through the engine (greedy): up to N drafts per verify window "
+                                   "(0 = off, the default; N <= 7); reports windows, drafted, accepted, acceptance "
+                                   "rate and tokens per window; not with --forced");
+  app.add_option("--spec-source", o.spec_source, "with --spec: draft source mtp (the MTP head), lookup (prompt "
+                                                 "lookup) or auto (lookup when the newest 3-gram recurs, else MTP; "
+                                                 "the default). --device cuda: lookup or auto");
   app.add_option("--seed", o.seed, "seed of the token stream (default 0x5EED)");
   app.add_option("--sweep-ctx", a.sweep, "run each context (e.g. 256,1024,4096) instead of --ctx and plot tok/s");
   app.add_option("--prefill-chunk", o.prefill_chunk, "prompt tokens per forward call (default 512)");

@@ -215,31 +215,6 @@ __global__ void __launch_bounds__(256) chosen_bitmap_kernel(const int32_t* __res
   }
 }
 
-// Exclusive prefix sum of one int per thread over the CTA, in thread order; total = the sum.
-__device__ int block_exclusive_scan(int v, int* warp_tot, int& total) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
-  int incl = v;
-  for (int o = 1; o < 32; o <<= 1) {
-    const int n = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += n;
-  }
-  if (lane == 31) warp_tot[warp] = incl;
-  __syncthreads();
-  if (warp == 0) {
-    int w = lane < nwarps ? warp_tot[lane] : 0;
-    for (int o = 1; o < 32; o <<= 1) {
-      const int n = __shfl_up_sync(0xffffffffu, w, o);
-      if (lane >= o) w += n;
-    }
-    if (lane < nwarps) warp_tot[lane] = w;
-  }
-  __syncthreads();
-  const int before = warp > 0 ? warp_tot[warp - 1] : 0;
-  total = warp_tot[nwarps - 1];
-  __syncthreads();  // warp_tot is reused by the next scan
-  return before + incl - v;
-}
-
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;

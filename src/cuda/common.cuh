@@ -19,6 +19,58 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// torch's forms of the activations, as include/strata/reference/ops.h.
+__device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
+
+// reference inv_rms: mean in double rounded to float, then 1 / sqrt(mean + eps) in float.
+__device__ __forceinline__ float inv_rms(double sum_sq, int n, float eps) {
+  const float mean = static_cast<float>(sum_sq / static_cast<double>(n));
+  return 1.0f / sqrtf(mean + eps);
+}
+
+// ---- CTA-wide sum and scan in a fixed order ------------------------------------------------------
+// The CTA-wide sum of one double per thread (kThreads threads): a fixed shuffle tree per warp,
+// then the warps' partials in warp order, so the result depends only on the inputs and kThreads.
+// `partial` is kThreads / 32 doubles of shared memory; the closing sync lets the caller's next sum
+// reuse it.
+template <int kThreads>
+__device__ double block_sum_synced(double v, double* partial) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  double total = 0.0;
+  for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
+  __syncthreads();  // `partial` may be reused by the next sum
+  return total;
+}
+
+// Exclusive prefix sum of one int per thread over the CTA, in thread order; total = the sum.
+// warp_tot: one int per warp of shared memory, reusable by the next scan.
+__device__ inline int block_exclusive_scan(int v, int* warp_tot, int& total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  int incl = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int n = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += n;
+  }
+  if (lane == 31) warp_tot[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    int w = lane < nwarps ? warp_tot[lane] : 0;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int n = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += n;
+    }
+    if (lane < nwarps) warp_tot[lane] = w;
+  }
+  __syncthreads();
+  const int before = warp > 0 ? warp_tot[warp - 1] : 0;
+  total = warp_tot[nwarps - 1];
+  __syncthreads();  // warp_tot is reused by the next scan
+  return before + incl - v;
+}
+
 // ---- asynchronous global -> shared copies (sm_80+; a synchronous fallback before) -------------
 // 16 bytes from a 16-byte aligned global address to a 16-byte aligned shared address; bytes past
 // `src_bytes` (0..16) are zero-filled and never read, so a copy can stop exactly at a tensor's end.

@@ -16,28 +16,6 @@ namespace {
 constexpr int kNormThreads = 256;  // one CTA per (row, stream) of H = 2560: 10 values per thread
 constexpr int kEltThreads = 256;
 
-// torch's forms, as include/strata/reference/ops.h.
-__device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
-
-// The CTA-wide sum of one double per thread: a fixed shuffle tree per warp, then the warps'
-// partials in warp order, so the result depends only on the inputs and kNormThreads.
-__device__ double block_sum(double v, double* partial) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
-  __syncthreads();
-  double total = 0.0;
-  for (int w = 0; w < kNormThreads / 32; ++w) total += partial[w];
-  __syncthreads();  // `partial` may be reused by the caller's next sum
-  return total;
-}
-
-// reference inv_rms: mean in double rounded to float, then 1 / sqrt(mean + eps) in float.
-__device__ __forceinline__ float inv_rms(double sum_sq, int n, float eps) {
-  const float mean = static_cast<float>(sum_sq / static_cast<double>(n));
-  return 1.0f / sqrtf(mean + eps);
-}
-
 // grid (S, T): xn[t, s*H + j] = (x * r) * w over the H values of one stream. kVec: H % 4 == 0
 // and every pointer 16-byte aligned, so each stream's row is a run of float4.
 template <bool kVec>
@@ -62,7 +40,7 @@ __global__ void __launch_bounds__(kNormThreads) hc_norm_kernel(const float* __re
   } else {
     for (int j = threadIdx.x; j < H; j += kNormThreads) ss += static_cast<double>(xr[j]) * xr[j];
   }
-  const float r = inv_rms(block_sum(ss, partial), H, eps);
+  const float r = inv_rms(block_sum_synced<kNormThreads>(ss, partial), H, eps);
   if constexpr (kVec) {
     const auto* x4 = reinterpret_cast<const float4*>(xr);
     const auto* w4 = reinterpret_cast<const float4*>(wr);

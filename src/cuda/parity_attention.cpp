@@ -78,51 +78,6 @@ void norm_rope(float* x, const std::vector<float>& w, float eps, const ref::Rope
   ref::rope_apply(v, ref::rope_angles(rope, ref::text_pos(p)));
 }
 
-std::vector<float> norm_weight(uint64_t seed, int64_t n) {
-  std::vector<float> w = random_normal(seed, static_cast<size_t>(n), 0.1f);
-  for (float& x : w) x += 1.0f;
-  return w;
-}
-
-template <class T>
-Status upload(DeviceBuffer& b, const std::vector<T>& v, size_t offset_elems = 0) {
-  if (v.empty()) return Status::ok_status();
-  PARITY_CUDA(cudaMemcpy(b.get<T>() + offset_elems, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return Status::ok_status();
-}
-
-template <class T>
-Status download(std::vector<T>& v, const DeviceBuffer& b, size_t offset_elems, size_t n) {
-  v.resize(n);
-  if (n == 0) return Status::ok_status();
-  PARITY_CUDA(cudaMemcpy(v.data(), b.get<T>() + offset_elems, n * sizeof(T), cudaMemcpyDeviceToHost));
-  return Status::ok_status();
-}
-
-// Median milliseconds of fn over reps timed runs.
-template <class F>
-Result<double> time_ms(int reps, F fn) {
-  cudaEvent_t e0, e1;
-  if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess)
-    return Status::error("parity: cudaEventCreate failed");
-  std::vector<double> ms;
-  Status st = Status::ok_status();
-  for (int r = 0; r < std::max(1, reps) && st.ok(); ++r) {
-    cudaEventRecord(e0);
-    st = fn();
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float t = 0.0f;
-    cudaEventElapsedTime(&t, e0, e1);
-    ms.push_back(t);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  if (!st.ok()) return st;
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
 // Everything the reference holds for one case.
 struct HostCase {
   std::vector<float> qg, k, v, iq, ik;                  // the window's projections
@@ -287,12 +242,6 @@ struct DeviceCase {
   DeviceBuffer cache_k, cache_v, index_k, block_k, scores, sel, n_sel, scratch, o;
 };
 
-Status alloc_poisoned(DeviceBuffer& b, size_t bytes, int byte) {
-  STRATA_TRY(b.alloc(bytes));
-  PARITY_CUDA(cudaMemset(b.get(), byte, bytes == 0 ? 16 : bytes));
-  return Status::ok_status();
-}
-
 Status run_case(const ParityOptions& opt, Reporter& rep, const Geometry& geo, int64_t pos, int T) {
   const AttnDims& d = geo.d;
   CaseResult r;
@@ -310,45 +259,45 @@ Status run_case(const ParityOptions& opt, Reporter& rep, const Geometry& geo, in
   const size_t f = sizeof(float);
   constexpr int kNaN = 0xFF, kBadId = 0x7F;  // poison: NaN floats, ids 0x7F7F7F7F
   DeviceCase g;
-  STRATA_TRY(alloc_poisoned(g.qg, h.qg.size() * f, 0));
-  STRATA_TRY(alloc_poisoned(g.k, h.k.size() * f, 0));
-  STRATA_TRY(alloc_poisoned(g.v, h.v.size() * f, 0));
-  STRATA_TRY(alloc_poisoned(g.q_norm, h.q_norm.size() * f, 0));
-  STRATA_TRY(alloc_poisoned(g.k_norm, h.k_norm.size() * f, 0));
-  STRATA_TRY(alloc_poisoned(g.q_out, h.q_out.size() * f, kNaN));
-  STRATA_TRY(alloc_poisoned(g.pos, sizeof(int64_t), 0));
-  STRATA_TRY(alloc_poisoned(g.cache_k, static_cast<size_t>(d.max_ctx * kv_row) * f, kNaN));
-  STRATA_TRY(alloc_poisoned(g.cache_v, static_cast<size_t>(d.max_ctx * kv_row) * f, kNaN));
-  STRATA_TRY(alloc_poisoned(g.o, static_cast<size_t>(T * nh * hd) * f, kNaN));
-  STRATA_TRY(alloc_poisoned(g.scratch, static_cast<size_t>(attn_decode_scratch_bytes(d, T)), kNaN));
+  STRATA_TRY(alloc_filled(g.qg, h.qg.size() * f, 0));
+  STRATA_TRY(alloc_filled(g.k, h.k.size() * f, 0));
+  STRATA_TRY(alloc_filled(g.v, h.v.size() * f, 0));
+  STRATA_TRY(alloc_filled(g.q_norm, h.q_norm.size() * f, 0));
+  STRATA_TRY(alloc_filled(g.k_norm, h.k_norm.size() * f, 0));
+  STRATA_TRY(alloc_filled(g.q_out, h.q_out.size() * f, kNaN));
+  STRATA_TRY(alloc_filled(g.pos, sizeof(int64_t), 0));
+  STRATA_TRY(alloc_filled(g.cache_k, static_cast<size_t>(d.max_ctx * kv_row) * f, kNaN));
+  STRATA_TRY(alloc_filled(g.cache_v, static_cast<size_t>(d.max_ctx * kv_row) * f, kNaN));
+  STRATA_TRY(alloc_filled(g.o, static_cast<size_t>(T * nh * hd) * f, kNaN));
+  STRATA_TRY(alloc_filled(g.scratch, static_cast<size_t>(attn_decode_scratch_bytes(d, T)), kNaN));
   if (qsa) {
-    STRATA_TRY(alloc_poisoned(g.iq, h.iq.size() * f, 0));
-    STRATA_TRY(alloc_poisoned(g.ik, h.ik.size() * f, 0));
-    STRATA_TRY(alloc_poisoned(g.iq_norm, h.iq_norm.size() * f, 0));
-    STRATA_TRY(alloc_poisoned(g.ik_norm, h.ik_norm.size() * f, 0));
-    STRATA_TRY(alloc_poisoned(g.qi_out, h.qi_out.size() * f, kNaN));
-    STRATA_TRY(alloc_poisoned(g.index_k, static_cast<size_t>(d.max_ctx * id) * f, kNaN));
-    STRATA_TRY(alloc_poisoned(g.block_k, static_cast<size_t>(nb_cap * id) * f, kNaN));
-    STRATA_TRY(alloc_poisoned(g.scores, static_cast<size_t>(T * nb_cap) * f, kNaN));
-    STRATA_TRY(alloc_poisoned(g.sel, static_cast<size_t>(T * d.top_blocks) * sizeof(int32_t), kBadId));
-    STRATA_TRY(alloc_poisoned(g.n_sel, static_cast<size_t>(T) * sizeof(int32_t), kBadId));
+    STRATA_TRY(alloc_filled(g.iq, h.iq.size() * f, 0));
+    STRATA_TRY(alloc_filled(g.ik, h.ik.size() * f, 0));
+    STRATA_TRY(alloc_filled(g.iq_norm, h.iq_norm.size() * f, 0));
+    STRATA_TRY(alloc_filled(g.ik_norm, h.ik_norm.size() * f, 0));
+    STRATA_TRY(alloc_filled(g.qi_out, h.qi_out.size() * f, kNaN));
+    STRATA_TRY(alloc_filled(g.index_k, static_cast<size_t>(d.max_ctx * id) * f, kNaN));
+    STRATA_TRY(alloc_filled(g.block_k, static_cast<size_t>(nb_cap * id) * f, kNaN));
+    STRATA_TRY(alloc_filled(g.scores, static_cast<size_t>(T * nb_cap) * f, kNaN));
+    STRATA_TRY(alloc_filled(g.sel, static_cast<size_t>(T * d.top_blocks) * sizeof(int32_t), kBadId));
+    STRATA_TRY(alloc_filled(g.n_sel, static_cast<size_t>(T) * sizeof(int32_t), kBadId));
   }
-  STRATA_TRY(upload(g.qg, h.qg));
-  STRATA_TRY(upload(g.k, h.k));
-  STRATA_TRY(upload(g.v, h.v));
-  STRATA_TRY(upload(g.q_norm, h.q_norm));
-  STRATA_TRY(upload(g.k_norm, h.k_norm));
-  STRATA_TRY(upload(g.pos, std::vector<int64_t>{pos}));
+  STRATA_TRY(upload_into(g.qg, h.qg));
+  STRATA_TRY(upload_into(g.k, h.k));
+  STRATA_TRY(upload_into(g.v, h.v));
+  STRATA_TRY(upload_into(g.q_norm, h.q_norm));
+  STRATA_TRY(upload_into(g.k_norm, h.k_norm));
+  STRATA_TRY(upload_into(g.pos, std::vector<int64_t>{pos}));
   // The cache before the window.
-  STRATA_TRY(upload(g.cache_k, std::vector<float>(h.cache_k.begin(), h.cache_k.begin() + pos * kv_row)));
-  STRATA_TRY(upload(g.cache_v, std::vector<float>(h.cache_v.begin(), h.cache_v.begin() + pos * kv_row)));
+  STRATA_TRY(upload_into(g.cache_k, std::vector<float>(h.cache_k.begin(), h.cache_k.begin() + pos * kv_row)));
+  STRATA_TRY(upload_into(g.cache_v, std::vector<float>(h.cache_v.begin(), h.cache_v.begin() + pos * kv_row)));
   if (qsa) {
-    STRATA_TRY(upload(g.iq, h.iq));
-    STRATA_TRY(upload(g.ik, h.ik));
-    STRATA_TRY(upload(g.iq_norm, h.iq_norm));
-    STRATA_TRY(upload(g.ik_norm, h.ik_norm));
-    STRATA_TRY(upload(g.index_k, std::vector<float>(h.index_k.begin(), h.index_k.begin() + pos * id)));
-    STRATA_TRY(upload(g.block_k, std::vector<float>(h.block_k.begin(), h.block_k.begin() + pos / d.ratio * id)));
+    STRATA_TRY(upload_into(g.iq, h.iq));
+    STRATA_TRY(upload_into(g.ik, h.ik));
+    STRATA_TRY(upload_into(g.iq_norm, h.iq_norm));
+    STRATA_TRY(upload_into(g.ik_norm, h.ik_norm));
+    STRATA_TRY(upload_into(g.index_k, std::vector<float>(h.index_k.begin(), h.index_k.begin() + pos * id)));
+    STRATA_TRY(upload_into(g.block_k, std::vector<float>(h.block_k.begin(), h.block_k.begin() + pos / d.ratio * id)));
   }
 
   AttnCacheView cache;
@@ -375,40 +324,40 @@ Status run_case(const ParityOptions& opt, Reporter& rep, const Geometry& geo, in
   STRATA_TRY(attn_prep(d, a, dpos, T, cache, nullptr));
   PARITY_CUDA(cudaDeviceSynchronize());
   std::vector<float> got;
-  STRATA_TRY(download(got, g.q_out, 0, h.q_out.size()));
+  STRATA_TRY(download(got, g.q_out.get(), h.q_out.size()));
   cmp.floats("q_out", got, h.q_out);
-  STRATA_TRY(download(got, g.cache_k, pos * kv_row, T * kv_row));
+  STRATA_TRY(download(got, g.cache_k.get<float>() + pos * kv_row, T * kv_row));
   cmp.floats("cache.k", got, std::vector<float>(h.cache_k.begin() + pos * kv_row, h.cache_k.end()));
-  STRATA_TRY(download(got, g.cache_v, pos * kv_row, T * kv_row));
+  STRATA_TRY(download(got, g.cache_v.get<float>() + pos * kv_row, T * kv_row));
   cmp.floats("cache.v", got, std::vector<float>(h.cache_v.begin() + pos * kv_row, h.cache_v.end()));
   int64_t new_blocks = 0;
   if (qsa) {
-    STRATA_TRY(download(got, g.qi_out, 0, h.qi_out.size()));
+    STRATA_TRY(download(got, g.qi_out.get(), h.qi_out.size()));
     cmp.floats("qi_out", got, h.qi_out);
-    STRATA_TRY(download(got, g.index_k, pos * id, T * id));
+    STRATA_TRY(download(got, g.index_k.get<float>() + pos * id, T * id));
     cmp.floats("cache.index_k", got, std::vector<float>(h.index_k.begin() + pos * id, h.index_k.end()));
     const int64_t done = pos / d.ratio, complete = (pos + T) / d.ratio;
     new_blocks = complete - done;
-    STRATA_TRY(download(got, g.block_k, done * id, new_blocks * id));
+    STRATA_TRY(download(got, g.block_k.get<float>() + done * id, new_blocks * id));
     cmp.floats("block_k", got, std::vector<float>(h.block_k.begin() + done * id, h.block_k.end()));
   }
 
   // qsa_select on the reference's queries and block keys, with ties planted at the cut.
   plant_ties(d, pos, T, h);
   const HostSelection hs = host_select(d, pos, T, h);
-  STRATA_TRY(upload(g.cache_k, h.cache_k));
-  STRATA_TRY(upload(g.cache_v, h.cache_v));
-  STRATA_TRY(upload(g.q_out, h.q_out));
+  STRATA_TRY(upload_into(g.cache_k, h.cache_k));
+  STRATA_TRY(upload_into(g.cache_v, h.cache_v));
+  STRATA_TRY(upload_into(g.q_out, h.q_out));
   int sparse_rows = 0;
   if (qsa) {
-    STRATA_TRY(upload(g.block_k, h.block_k));
-    STRATA_TRY(upload(g.qi_out, h.qi_out));
+    STRATA_TRY(upload_into(g.block_k, h.block_k));
+    STRATA_TRY(upload_into(g.qi_out, h.qi_out));
     STRATA_TRY(qsa_select(d, g.qi_out.get<float>(), dpos, T, cache, g.scores.get<float>(), g.sel.get<int32_t>(),
                           g.n_sel.get<int32_t>(), nullptr));
     PARITY_CUDA(cudaDeviceSynchronize());
     std::vector<int32_t> n_sel, sel;
-    STRATA_TRY(download(n_sel, g.n_sel, 0, static_cast<size_t>(T)));
-    STRATA_TRY(download(sel, g.sel, 0, static_cast<size_t>(T * d.top_blocks)));
+    STRATA_TRY(download(n_sel, g.n_sel.get(), static_cast<size_t>(T)));
+    STRATA_TRY(download(sel, g.sel.get(), static_cast<size_t>(T * d.top_blocks)));
     for (int t = 0; t < T; ++t) {
       if (n_sel[t] != hs.n_sel[t]) {
         cmp.fail(fmt::format("row {}: n_sel {} want {}", t, n_sel[t], hs.n_sel[t]));
@@ -425,15 +374,15 @@ Status run_case(const ParityOptions& opt, Reporter& rep, const Geometry& geo, in
     // attn_decode must see the reference's selection even where the ids differed.
     std::vector<int32_t> want_sel(static_cast<size_t>(T * d.top_blocks), 0);
     for (int t = 0; t < T; ++t) std::copy(hs.blocks[t].begin(), hs.blocks[t].end(), want_sel.begin() + t * d.top_blocks);
-    STRATA_TRY(upload(g.sel, want_sel));
-    STRATA_TRY(upload(g.n_sel, hs.n_sel));
+    STRATA_TRY(upload_into(g.sel, want_sel));
+    STRATA_TRY(upload_into(g.n_sel, hs.n_sel));
   }
 
   // attn_decode.
   STRATA_TRY(attn_decode(d, g.q_out.get<float>(), g.qg.get<float>(), dpos, T, cache, g.sel.get<int32_t>(),
                          g.n_sel.get<int32_t>(), g.scratch.get(), g.o.get<float>(), nullptr));
   PARITY_CUDA(cudaDeviceSynchronize());
-  STRATA_TRY(download(got, g.o, 0, static_cast<size_t>(T * nh * hd)));
+  STRATA_TRY(download(got, g.o.get(), static_cast<size_t>(T * nh * hd)));
   cmp.floats("o", got, host_attention(d, T, h, hs));
 
   r.status = cmp.ok ? "OK" : "FAIL";
@@ -443,19 +392,19 @@ Status run_case(const ParityOptions& opt, Reporter& rep, const Geometry& geo, in
 
   if (cmp.ok && opt.bench) {
     // Repeating each stage is idempotent: the same rows and blocks are rewritten with the same values.
-    auto prep_ms = time_ms(opt.bench_reps, [&] { return attn_prep(d, a, dpos, T, cache, nullptr); });
+    auto prep_ms = median_event_ms(opt.bench_reps, [] {}, [&] { return attn_prep(d, a, dpos, T, cache, nullptr); });
     if (!prep_ms) return prep_ms.status();
     double select_ms = 0.0;
     if (qsa) {
-      STRATA_TRY(upload(g.block_k, h.block_k));
-      auto ms = time_ms(opt.bench_reps, [&] {
+      STRATA_TRY(upload_into(g.block_k, h.block_k));
+      auto ms = median_event_ms(opt.bench_reps, [] {}, [&] {
         return qsa_select(d, g.qi_out.get<float>(), dpos, T, cache, g.scores.get<float>(), g.sel.get<int32_t>(),
                           g.n_sel.get<int32_t>(), nullptr);
       });
       if (!ms) return ms.status();
       select_ms = *ms;
     }
-    auto decode_ms = time_ms(opt.bench_reps, [&] {
+    auto decode_ms = median_event_ms(opt.bench_reps, [] {}, [&] {
       return attn_decode(d, g.q_out.get<float>(), g.qg.get<float>(), dpos, T, cache, g.sel.get<int32_t>(),
                          g.n_sel.get<int32_t>(), g.scratch.get(), g.o.get<float>(), nullptr);
     });

@@ -45,26 +45,6 @@ GdnDims dims_of(const Geometry& g) {
   return d;
 }
 
-Status upload(DeviceBuffer& buf, const std::vector<float>& host) {
-  STRATA_TRY(buf.alloc(host.size() * sizeof(float)));
-  PARITY_CUDA(cudaMemcpy(buf.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
-  return Status::ok_status();
-}
-
-// A buffer of n floats, every one NaN (all bits set), so that unwritten outputs show.
-Status alloc_nan(DeviceBuffer& buf, size_t n) {
-  STRATA_TRY(buf.alloc(n * sizeof(float)));
-  PARITY_CUDA(cudaMemset(buf.get(), 0xFF, n * sizeof(float)));
-  return Status::ok_status();
-}
-
-Status download(std::vector<float>& host, const DeviceBuffer& buf, size_t n) {
-  host.resize(n);
-  PARITY_CUDA(cudaDeviceSynchronize());
-  PARITY_CUDA(cudaMemcpy(host.data(), buf.get(), n * sizeof(float), cudaMemcpyDeviceToHost));
-  return Status::ok_status();
-}
-
 // Median milliseconds of one launch: a graph of `launches` calls of launch(i, stream), timed as a
 // whole and divided; median over `reps` graph launches after two warm-up ones. Capturing the
 // launches into a graph also checks that they are capturable.
@@ -133,10 +113,10 @@ Status run_conv_case(const ParityOptions& opt, Reporter& rep, const Geometry& g,
   std::vector<float> hist = random_normal(seed + 1, static_cast<size_t>(C * (K - 1)));  // a mid-sequence history
   DeviceBuffer dw, dhist, dm, dc;
   STRATA_TRY(upload(dw, w));
-  STRATA_TRY(alloc_nan(dhist, static_cast<size_t>(C * (K - 1 + kMaxWindowRows))));
-  PARITY_CUDA(cudaMemcpy(dhist.get(), hist.data(), hist.size() * sizeof(float), cudaMemcpyHostToDevice));
-  STRATA_TRY(alloc_nan(dm, static_cast<size_t>(m_stride * kMaxWindowRows)));
-  STRATA_TRY(alloc_nan(dc, static_cast<size_t>(C * kMaxWindowRows)));
+  STRATA_TRY(alloc_poisoned(dhist, static_cast<size_t>(C * (K - 1 + kMaxWindowRows))));
+  STRATA_TRY(upload_into(dhist, hist));
+  STRATA_TRY(alloc_poisoned(dm, static_cast<size_t>(m_stride * kMaxWindowRows)));
+  STRATA_TRY(alloc_poisoned(dc, static_cast<size_t>(C * kMaxWindowRows)));
 
   Diff worst_c;  // over all windows
   bool hist_exact = true;
@@ -144,13 +124,13 @@ Status run_conv_case(const ParityOptions& opt, Reporter& rep, const Geometry& g,
   for (size_t wi = 0; wi < windows.size(); ++wi) {
     const Window win = windows[wi];
     const std::vector<float> m = random_normal(seed + 2 + wi, static_cast<size_t>(m_stride * win.T));
-    PARITY_CUDA(cudaMemcpy(dm.get(), m.data(), m.size() * sizeof(float), cudaMemcpyHostToDevice));
+    STRATA_TRY(upload_into(dm, m));
     PARITY_CUDA(cudaMemset(dc.get(), 0xFF, dc.bytes()));
     STRATA_TRY(gdn_conv(d, dm.get<float>(), m_stride, dw.get<float>(), dhist.get<float>(), win.T, dc.get<float>(), nullptr));
     STRATA_TRY(gdn_conv_commit(d, dhist.get<float>(), win.n, nullptr));
     std::vector<float> got_c, got_hist;
-    STRATA_TRY(download(got_c, dc, static_cast<size_t>(C * win.T)));
-    STRATA_TRY(download(got_hist, dhist, static_cast<size_t>(C * (K - 1))));
+    STRATA_TRY(download_synced(got_c, dc, static_cast<size_t>(C * win.T)));
+    STRATA_TRY(download_synced(got_hist, dhist, static_cast<size_t>(C * (K - 1))));
 
     // Reference: the conv over [history; x], then the history that ends at accepted row n.
     std::vector<float> x(static_cast<size_t>(C * win.T));
@@ -249,15 +229,15 @@ Status run_recurrent_case(const ParityOptions& opt, Reporter& rep, reference::Th
   STRATA_TRY(upload(dA, ssm_a));
   STRATA_TRY(upload(ddt, dt_bias));
   STRATA_TRY(upload(dstate_in, state0));
-  if (!in_place) STRATA_TRY(alloc_nan(dstate_out, state0.size()));
-  STRATA_TRY(alloc_nan(dout, static_cast<size_t>(value_dim * T)));
+  if (!in_place) STRATA_TRY(alloc_poisoned(dstate_out, state0.size()));
+  STRATA_TRY(alloc_poisoned(dout, static_cast<size_t>(value_dim * T)));
   float* state_out = in_place ? dstate_in.get<float>() : dstate_out.get<float>();
   STRATA_TRY(gdn_recurrent(d, dc.get<float>(), db.get<float>(), da.get<float>(), ba_stride, dA.get<float>(),
                            ddt.get<float>(), dstate_in.get<float>(), state_out, T, dout.get<float>(), nullptr));
   std::vector<float> got_out, got_state, kept_in;
-  STRATA_TRY(download(got_out, dout, static_cast<size_t>(value_dim * T)));
-  STRATA_TRY(download(got_state, in_place ? dstate_in : dstate_out, state0.size()));
-  if (!in_place) STRATA_TRY(download(kept_in, dstate_in, state0.size()));
+  STRATA_TRY(download_synced(got_out, dout, static_cast<size_t>(value_dim * T)));
+  STRATA_TRY(download_synced(got_state, in_place ? dstate_in : dstate_out, state0.size()));
+  if (!in_place) STRATA_TRY(download_synced(kept_in, dstate_in, state0.size()));
 
   // Reference: split, l2-normalise q and k per key head, the gates, then the recurrent rule.
   std::vector<float> q(static_cast<size_t>(key_dim * T)), k(q.size()), v(static_cast<size_t>(value_dim * T));
@@ -323,10 +303,10 @@ Status run_gated_norm_case(const ParityOptions& opt, Reporter& rep, const Geomet
   STRATA_TRY(upload(dO, o));
   STRATA_TRY(upload(dz, z));
   STRATA_TRY(upload(dw, w));
-  STRATA_TRY(alloc_nan(dy, o.size()));
+  STRATA_TRY(alloc_poisoned(dy, o.size()));
   STRATA_TRY(gdn_gated_norm(d, dO.get<float>(), dz.get<float>(), z_stride, dw.get<float>(), T, dy.get<float>(), nullptr));
   std::vector<float> got;
-  STRATA_TRY(download(got, dy, o.size()));
+  STRATA_TRY(download_synced(got, dy, o.size()));
 
   std::vector<float> want(o.size());
   for (int64_t t = 0; t < T; ++t)

@@ -1,7 +1,8 @@
 // The parity harness's shared pieces (src/cuda/parity*.cpp): the reporter that prints one line
-// per case and records it for --json, device buffers, per-case seeds and random inputs, and the
-// entry point of every family's cases. Compiled by the host compiler; includes CUDA's runtime
-// header for the buffer and error macro only.
+// per case and records it for --json, device buffers and their host <-> device copies, per-case
+// seeds and random inputs, event timing, the float comparison and its verdict, and the entry
+// point of every family's cases. Compiled by the host compiler; includes CUDA's runtime
+// header for the buffers, copies, events and error macro only.
 #pragma once
 
 #include <algorithm>
@@ -57,6 +58,94 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// ---- host <-> device copies -------------------------------------------------------------------
+
+// Allocates d for h and copies h in.
+template <class T>
+inline Status upload(DeviceBuffer& d, const std::vector<T>& h) {
+  STRATA_TRY(d.alloc(h.size() * sizeof(T)));
+  PARITY_CUDA(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return Status::ok_status();
+}
+
+// Copies h to the start of d, already allocated and at least as large; nothing when h is empty.
+template <class T>
+inline Status upload_into(DeviceBuffer& d, const std::vector<T>& h) {
+  if (h.empty()) return Status::ok_status();
+  PARITY_CUDA(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return Status::ok_status();
+}
+
+// Allocates `bytes` (DeviceBuffer::alloc's 16 when 0) with every byte set to `byte`. Outputs are
+// poisoned so that an element the kernel skips shows: 0xFF makes every float NaN, 0x7F every
+// int32 0x7F7F7F7F.
+inline Status alloc_filled(DeviceBuffer& d, size_t bytes, int byte) {
+  STRATA_TRY(d.alloc(bytes));
+  PARITY_CUDA(cudaMemset(d.get(), byte, bytes == 0 ? 16 : bytes));
+  return Status::ok_status();
+}
+
+// n floats, every one NaN (all bits set).
+inline Status alloc_poisoned(DeviceBuffer& d, size_t n) { return alloc_filled(d, n * sizeof(float), 0xFF); }
+
+// Copies n elements from device address src into h (resized to n); nothing to copy when n is 0.
+// No device-wide synchronisation: cudaMemcpy waits for the work of the default stream.
+template <class T>
+inline Status download(std::vector<T>& h, const void* src, size_t n) {
+  h.resize(n);
+  if (n == 0) return Status::ok_status();
+  PARITY_CUDA(cudaMemcpy(h.data(), src, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return Status::ok_status();
+}
+
+// Synchronises the device (a kernel's fault is reported here), then copies d's first n elements.
+template <class T>
+inline Status download_synced(std::vector<T>& h, const DeviceBuffer& d, size_t n) {
+  PARITY_CUDA(cudaDeviceSynchronize());
+  return download(h, d.get(), n);
+}
+
+// ---- timing --------------------------------------------------------------------------------------
+
+// A pair of CUDA events destroyed on scope exit.
+struct Events {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  Events() = default;
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+  ~Events() {
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+  }
+};
+
+// Median milliseconds of `reps` (at least one) calls of launch() (a Status), each timed alone with
+// events on `stream`; before() runs untimed ahead of each (an L2 flush, say). No warm-up.
+template <class B, class F>
+inline Result<double> median_event_ms(int reps, const B& before, const F& launch, cudaStream_t stream = nullptr) {
+  Events ev;
+  PARITY_CUDA(cudaEventCreate(&ev.start));
+  PARITY_CUDA(cudaEventCreate(&ev.stop));
+  std::vector<float> ms(static_cast<size_t>(std::max(reps, 1)));
+  for (float& m : ms) {
+    before();
+    PARITY_CUDA(cudaEventRecord(ev.start, stream));
+    STRATA_TRY(launch());
+    PARITY_CUDA(cudaEventRecord(ev.stop, stream));
+    PARITY_CUDA(cudaEventSynchronize(ev.stop));
+    PARITY_CUDA(cudaEventElapsedTime(&m, ev.start, ev.stop));
+  }
+  std::sort(ms.begin(), ms.end());
+  return static_cast<double>(ms[ms.size() / 2]);
+}
+
+// Median over `reps` timed launches after one warm-up.
+template <class F>
+inline Result<double> median_ms(int reps, const F& launch) {
+  STRATA_TRY(launch());
+  return median_event_ms(reps, [] {}, launch);
+}
+
 // Deterministic per-case seed: the run seed mixed with the case's text.
 inline uint64_t case_seed(uint64_t seed, const std::string& name) {
   uint64_t h = seed ^ 0x9E3779B97F4A7C15ull;
@@ -70,6 +159,13 @@ inline std::vector<float> random_normal(uint64_t seed, size_t n, float sigma = 1
   std::vector<float> v(n);
   for (float& x : v) x = dist(rng);
   return v;
+}
+
+// A norm's weight: 1 + N(0, 0.1), as trained norms are.
+inline std::vector<float> norm_weight(uint64_t seed, size_t n) {
+  std::vector<float> w = random_normal(seed, n, 0.1f);
+  for (float& v : w) v += 1.0f;
+  return w;
 }
 
 // Runs fn(begin, end) over [0, n) on all cores.
@@ -92,6 +188,25 @@ struct CaseResult {
   std::string detail;
   nlohmann::json metrics = nlohmann::json::object();
 };
+
+inline CaseResult make_case(const std::string& op, const std::string& line, nlohmann::json params) {
+  CaseResult r;
+  r.op = op;
+  r.line = line;
+  r.params = std::move(params);
+  return r;
+}
+
+// With opt.bench, times launch (median_ms) into r: metrics["ms"] and " ms=.." on the detail.
+template <class F>
+inline Status add_timing(const ParityOptions& opt, CaseResult& r, const F& launch) {
+  if (!opt.bench) return Status::ok_status();
+  auto ms = median_ms(opt.bench_reps, launch);
+  if (!ms) return ms.status();
+  r.metrics["ms"] = *ms;
+  r.detail += fmt::format(" ms={:.4f}", *ms);
+  return Status::ok_status();
+}
 
 class Reporter {
  public:
@@ -151,6 +266,16 @@ inline Diff diff(const float* got, const float* want, size_t n) {
   d.rel = den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
   if (!d.finite) d.rel = INFINITY;
   return d;
+}
+
+// The verdict of a float comparison against a relative bound: r's status (OK when every value is
+// finite and d.rel <= tol), detail (d.text()) and metrics (rel, max_abs, tol). Returns whether OK.
+inline bool judge(CaseResult& r, const Diff& d, double tol) {
+  const bool ok = d.finite && d.rel <= tol;
+  r.status = ok ? "OK" : "FAIL";
+  r.detail = d.text();
+  r.metrics = {{"rel", d.rel}, {"max_abs", d.max_abs}, {"tol", tol}};
+  return ok;
 }
 
 // Every family's cases (one file each: parity_<family>.cpp). An error return means the

@@ -30,82 +30,22 @@ struct HcGeometry {
 constexpr HcGeometry kGeometries[] = {{4, 2560, 320}, {2, 64, 16}, {3, 37, 19}};
 constexpr int kTs[] = {1, 2, 4, 8};
 
-struct Events {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  ~Events() {
-    if (start) cudaEventDestroy(start);
-    if (stop) cudaEventDestroy(stop);
-  }
-};
-
-// Median over `reps` timed launches after one warm-up.
-template <class F>
-Result<double> median_ms(int reps, const F& launch) {
-  Events ev;
-  PARITY_CUDA(cudaEventCreate(&ev.start));
-  PARITY_CUDA(cudaEventCreate(&ev.stop));
-  STRATA_TRY(launch());
-  std::vector<float> ms(static_cast<size_t>(std::max(reps, 1)));
-  for (float& m : ms) {
-    PARITY_CUDA(cudaEventRecord(ev.start));
-    STRATA_TRY(launch());
-    PARITY_CUDA(cudaEventRecord(ev.stop));
-    PARITY_CUDA(cudaEventSynchronize(ev.stop));
-    PARITY_CUDA(cudaEventElapsedTime(&m, ev.start, ev.stop));
-  }
-  std::sort(ms.begin(), ms.end());
-  return static_cast<double>(ms[ms.size() / 2]);
-}
-
-Status upload(DeviceBuffer& d, const std::vector<float>& h) {
-  STRATA_TRY(d.alloc(h.size() * sizeof(float)));
-  PARITY_CUDA(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
-  return Status::ok_status();
-}
-
-// An output buffer poisoned with NaN (all bits set), so an element the kernel skips shows.
-Status alloc_poisoned(DeviceBuffer& d, size_t n) {
-  STRATA_TRY(d.alloc(n * sizeof(float)));
-  PARITY_CUDA(cudaMemset(d.get(), 0xFF, n * sizeof(float)));
-  return Status::ok_status();
-}
-
-Result<std::vector<float>> download(const DeviceBuffer& d, size_t n) {
-  PARITY_CUDA(cudaDeviceSynchronize());
-  std::vector<float> h(n);
-  PARITY_CUDA(cudaMemcpy(h.data(), d.get(), n * sizeof(float), cudaMemcpyDeviceToHost));
-  return h;
-}
-
-std::vector<float> norm_weight(uint64_t seed, size_t n) {
-  std::vector<float> w = random_normal(seed, n, 0.1f);
-  for (float& v : w) v += 1.0f;
-  return w;
-}
-
 // Fills the case's status from the comparison and, with opt.bench, times `launch`.
 template <class F>
 Status finish(const ParityOptions& opt, Reporter& rep, CaseResult r, const Diff& d, double tol, const F& launch) {
-  const bool ok = d.finite && d.rel <= tol;
-  r.status = ok ? "OK" : "FAIL";
-  r.detail = d.text();
-  r.metrics = {{"rel", d.rel}, {"max_abs", d.max_abs}, {"tol", tol}};
-  if (ok && opt.bench) {
-    auto ms = median_ms(opt.bench_reps, launch);
-    if (!ms) return ms.status();
-    r.metrics["ms"] = *ms;
-    r.detail += fmt::format(" ms={:.4f}", *ms);
-  }
+  if (judge(r, d, tol)) STRATA_TRY(add_timing(opt, r, launch));
   rep.add(std::move(r));
   return Status::ok_status();
 }
 
-CaseResult make_case(const std::string& op, const std::string& line, nlohmann::json params) {
-  CaseResult r;
-  r.op = op;
-  r.line = line;
-  r.params = std::move(params);
-  return r;
+// Runs `launch` once, reads back `out` (want.size() floats) and finishes the case against want.
+template <class F>
+Status check_output(const ParityOptions& opt, Reporter& rep, CaseResult r, const F& launch, const DeviceBuffer& out,
+                    const std::vector<float>& want, double tol) {
+  STRATA_TRY(launch());
+  std::vector<float> got;
+  STRATA_TRY(download_synced(got, out, want.size()));
+  return finish(opt, rep, std::move(r), diff(got.data(), want.data(), want.size()), tol, launch);
 }
 
 Status hc_norm_case(const ParityOptions& opt, Reporter& rep, const HcGeometry& g, int T) {
@@ -127,11 +67,7 @@ Status hc_norm_case(const ParityOptions& opt, Reporter& rep, const HcGeometry& g
   STRATA_TRY(upload(dw, w));
   STRATA_TRY(alloc_poisoned(dy, n));
   const auto launch = [&] { return hc_norm(dx.get<float>(), dw.get<float>(), T, g.S, g.H, eps, dy.get<float>(), nullptr); };
-  STRATA_TRY(launch());
-  auto got = download(dy, n);
-  if (!got) return got.status();
-  return finish(opt, rep, make_case("hc_norm", line, {{"T", T}, {"S", g.S}, {"H", g.H}}), diff(got->data(), want.data(), n),
-                kHcRelTol, launch);
+  return check_output(opt, rep, make_case("hc_norm", line, {{"T", T}, {"S", g.S}, {"H", g.H}}), launch, dy, want, kHcRelTol);
 }
 
 Status hc_down_act_case(const ParityOptions& opt, Reporter& rep, const HcGeometry& g, int T) {
@@ -145,11 +81,8 @@ Status hc_down_act_case(const ParityOptions& opt, Reporter& rep, const HcGeometr
   DeviceBuffer dd;
   STRATA_TRY(upload(dd, d));
   const auto launch = [&] { return hc_down_act(dd.get<float>(), T, g.rank, g.S, nullptr); };
-  STRATA_TRY(launch());
-  auto got = download(dd, n);
-  if (!got) return got.status();
-  return finish(opt, rep, make_case("hc_down_act", line, {{"T", T}, {"rank", g.rank}, {"S", g.S}}),
-                diff(got->data(), want.data(), n), kHcRelTol, launch);
+  return check_output(opt, rep, make_case("hc_down_act", line, {{"T", T}, {"rank", g.rank}, {"S", g.S}}), launch, dd, want,
+                      kHcRelTol);
 }
 
 // u and alpha as src/reference/hc.cpp (the stream sum in order, then / S).
@@ -184,15 +117,15 @@ Status hc_gate_mean_case(const ParityOptions& opt, Reporter& rep, const HcGeomet
                         dalpha.get<float>(), nullptr);
   };
   STRATA_TRY(launch());
-  auto got = download(du, static_cast<size_t>(T) * g.H);
-  if (!got) return got.status();
+  std::vector<float> got;
+  STRATA_TRY(download_synced(got, du, static_cast<size_t>(T) * g.H));
   if (inject) {
-    auto alpha = download(dalpha, static_cast<size_t>(T) * g.S);
-    if (!alpha) return alpha.status();
-    got->insert(got->end(), alpha->begin(), alpha->end());
+    std::vector<float> alpha;
+    STRATA_TRY(download_synced(alpha, dalpha, static_cast<size_t>(T) * g.S));
+    got.insert(got.end(), alpha.begin(), alpha.end());
   }
   return finish(opt, rep, make_case("hc_gate_mean", line, {{"T", T}, {"S", g.S}, {"H", g.H}, {"inject", inject}}),
-                diff(got->data(), want.data(), want.size()), kHcRelTol, launch);
+                diff(got.data(), want.data(), want.size()), kHcRelTol, launch);
 }
 
 Status hc_combine_case(const ParityOptions& opt, Reporter& rep, const HcGeometry& g, int T) {
@@ -210,11 +143,7 @@ Status hc_combine_case(const ParityOptions& opt, Reporter& rep, const HcGeometry
   STRATA_TRY(upload(dy, y));
   STRATA_TRY(upload(da, alpha));
   const auto launch = [&] { return hc_combine(dx.get<float>(), dy.get<float>(), da.get<float>(), T, g.S, g.H, nullptr); };
-  STRATA_TRY(launch());
-  auto got = download(dx, n);
-  if (!got) return got.status();
-  return finish(opt, rep, make_case("hc_combine", line, {{"T", T}, {"S", g.S}, {"H", g.H}}), diff(got->data(), want.data(), n),
-                kExactTol, launch);
+  return check_output(opt, rep, make_case("hc_combine", line, {{"T", T}, {"S", g.S}, {"H", g.H}}), launch, dx, want, kExactTol);
 }
 
 Status hc_broadcast_case(const ParityOptions& opt, Reporter& rep, const HcGeometry& g, int T) {
@@ -231,11 +160,7 @@ Status hc_broadcast_case(const ParityOptions& opt, Reporter& rep, const HcGeomet
   STRATA_TRY(upload(de, e));
   STRATA_TRY(alloc_poisoned(dx, n));
   const auto launch = [&] { return hc_broadcast(de.get<float>(), T, g.S, g.H, dx.get<float>(), nullptr); };
-  STRATA_TRY(launch());
-  auto got = download(dx, n);
-  if (!got) return got.status();
-  return finish(opt, rep, make_case("hc_broadcast", line, {{"T", T}, {"S", g.S}, {"H", g.H}}),
-                diff(got->data(), want.data(), n), kExactTol, launch);
+  return check_output(opt, rep, make_case("hc_broadcast", line, {{"T", T}, {"S", g.S}, {"H", g.H}}), launch, dx, want, kExactTol);
 }
 
 Status add_inplace_case(const ParityOptions& opt, Reporter& rep, int64_t n) {
@@ -249,11 +174,7 @@ Status add_inplace_case(const ParityOptions& opt, Reporter& rep, int64_t n) {
   STRATA_TRY(upload(dy, y));
   STRATA_TRY(upload(dx, x));
   const auto launch = [&] { return add_inplace(dy.get<float>(), dx.get<float>(), n, nullptr); };
-  STRATA_TRY(launch());
-  auto got = download(dy, static_cast<size_t>(n));
-  if (!got) return got.status();
-  return finish(opt, rep, make_case("add_inplace", line, {{"n", n}}), diff(got->data(), want.data(), want.size()), kExactTol,
-                launch);
+  return check_output(opt, rep, make_case("add_inplace", line, {{"n", n}}), launch, dy, want, kExactTol);
 }
 
 }  // namespace

@@ -24,31 +24,21 @@ constexpr int kTs[] = {1, 2, 4, 8};
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-struct Events {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  ~Events() {
-    if (start) cudaEventDestroy(start);
-    if (stop) cudaEventDestroy(stop);
+// Compares the device's token ids with the CPU's row by row and reports the case: OK when all are
+// equal (then timed with opt.bench), else FAIL naming the first differing row (row_label(t)).
+template <class L, class F>
+Status report_ids(const ParityOptions& opt, Reporter& rep, CaseResult r, const std::vector<int32_t>& got,
+                  const std::vector<int32_t>& want, const L& row_label, const F& launch) {
+  int bad = 0;
+  for (size_t t = 0; t < got.size(); ++t)
+    if (got[t] != want[t] && bad++ == 0) r.detail = fmt::format("{}: got {} want {}", row_label(t), got[t], want[t]);
+  r.status = bad == 0 ? "OK" : "FAIL";
+  if (bad == 0) {
+    r.detail = "ids identical";
+    STRATA_TRY(add_timing(opt, r, launch));
   }
-};
-
-// Median over `reps` timed launches after one warm-up.
-template <class F>
-Result<double> median_ms(int reps, const F& launch) {
-  Events ev;
-  PARITY_CUDA(cudaEventCreate(&ev.start));
-  PARITY_CUDA(cudaEventCreate(&ev.stop));
-  STRATA_TRY(launch());
-  std::vector<float> ms(static_cast<size_t>(std::max(reps, 1)));
-  for (float& m : ms) {
-    PARITY_CUDA(cudaEventRecord(ev.start));
-    STRATA_TRY(launch());
-    PARITY_CUDA(cudaEventRecord(ev.stop));
-    PARITY_CUDA(cudaEventSynchronize(ev.stop));
-    PARITY_CUDA(cudaEventElapsedTime(&m, ev.start, ev.stop));
-  }
-  std::sort(ms.begin(), ms.end());
-  return static_cast<double>(ms[ms.size() / 2]);
+  rep.add(std::move(r));
+  return Status::ok_status();
 }
 
 // A few random positions of a row of n set to v.
@@ -99,32 +89,14 @@ Status argmax_case(const ParityOptions& opt, Reporter& rep, int64_t n, int T) {
     logits.insert(logits.end(), row.begin(), row.end());
   }
   DeviceBuffer dl, dout;
-  STRATA_TRY(dl.alloc(logits.size() * sizeof(float)));
-  STRATA_TRY(dout.alloc(static_cast<size_t>(T) * sizeof(int32_t)));
-  PARITY_CUDA(cudaMemcpy(dl.get(), logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice));
-  PARITY_CUDA(cudaMemset(dout.get(), 0x7F, static_cast<size_t>(T) * sizeof(int32_t)));
+  STRATA_TRY(upload(dl, logits));
+  STRATA_TRY(alloc_filled(dout, static_cast<size_t>(T) * sizeof(int32_t), 0x7F));
   const auto launch = [&] { return argmax_rows(dl.get<float>(), T, n, dout.get<int32_t>(), nullptr); };
   STRATA_TRY(launch());
-  PARITY_CUDA(cudaDeviceSynchronize());
-  std::vector<int32_t> got(static_cast<size_t>(T));
-  PARITY_CUDA(cudaMemcpy(got.data(), dout.get(), got.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
-  CaseResult r;
-  r.op = "argmax_rows";
-  r.line = line;
-  r.params = {{"T", T}, {"n_vocab", n}};
-  int bad = 0;
-  for (int t = 0; t < T; ++t)
-    if (got[t] != want[t] && bad++ == 0) r.detail = fmt::format("row {}: got {} want {}", t, got[t], want[t]);
-  r.status = bad == 0 ? "OK" : "FAIL";
-  if (bad == 0) r.detail = "ids identical";
-  if (bad == 0 && opt.bench) {
-    auto ms = median_ms(opt.bench_reps, launch);
-    if (!ms) return ms.status();
-    r.metrics["ms"] = *ms;
-    r.detail += fmt::format(" ms={:.4f}", *ms);
-  }
-  rep.add(std::move(r));
-  return Status::ok_status();
+  std::vector<int32_t> got;
+  STRATA_TRY(download_synced(got, dout, static_cast<size_t>(T)));
+  return report_ids(opt, rep, make_case("argmax_rows", line, {{"T", T}, {"n_vocab", n}}), got, want,
+                    [](size_t t) { return fmt::format("row {}", t); }, launch);
 }
 
 // Row r of a sampling case: r % 4 picks plain (sigma 2), a tie of 2k+3 entries at the value
@@ -183,37 +155,21 @@ Status sample_case(const ParityOptions& opt, Reporter& rep, int64_t n, int T, co
     logits.insert(logits.end(), row.begin(), row.end());
   }
   DeviceBuffer dl, du, dout, dscratch;
-  STRATA_TRY(dl.alloc(logits.size() * sizeof(float)));
-  STRATA_TRY(du.alloc(u.size() * sizeof(double)));
-  STRATA_TRY(dout.alloc(static_cast<size_t>(T) * sizeof(int32_t)));
+  STRATA_TRY(upload(dl, logits));
+  STRATA_TRY(upload(du, u));
+  STRATA_TRY(alloc_filled(dout, static_cast<size_t>(T) * sizeof(int32_t), 0x7F));
   STRATA_TRY(dscratch.alloc(static_cast<size_t>(sample_scratch_bytes(T, n))));
-  PARITY_CUDA(cudaMemcpy(dl.get(), logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice));
-  PARITY_CUDA(cudaMemcpy(du.get(), u.data(), u.size() * sizeof(double), cudaMemcpyHostToDevice));
-  PARITY_CUDA(cudaMemset(dout.get(), 0x7F, static_cast<size_t>(T) * sizeof(int32_t)));
   const auto launch = [&] {
     return sample_rows(dl.get<float>(), T, n, p, du.get<double>(), dscratch.get(), dout.get<int32_t>(), nullptr);
   };
   STRATA_TRY(launch());
-  PARITY_CUDA(cudaDeviceSynchronize());
-  std::vector<int32_t> got(static_cast<size_t>(T));
-  PARITY_CUDA(cudaMemcpy(got.data(), dout.get(), got.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
-  CaseResult r;
-  r.op = "sample_rows";
-  r.line = line;
-  r.params = {{"T", T}, {"n_vocab", n}, {"temperature", p.temperature}, {"top_k", p.top_k}, {"top_p", p.top_p}, {"min_p", p.min_p}};
-  int bad = 0;
-  for (int t = 0; t < T; ++t)
-    if (got[t] != want[t] && bad++ == 0) r.detail = fmt::format("row {} (u={}): got {} want {}", t, u[t], got[t], want[t]);
-  r.status = bad == 0 ? "OK" : "FAIL";
-  if (bad == 0) r.detail = "ids identical";
-  if (bad == 0 && opt.bench) {
-    auto ms = median_ms(opt.bench_reps, launch);
-    if (!ms) return ms.status();
-    r.metrics["ms"] = *ms;
-    r.detail += fmt::format(" ms={:.4f}", *ms);
-  }
-  rep.add(std::move(r));
-  return Status::ok_status();
+  std::vector<int32_t> got;
+  STRATA_TRY(download_synced(got, dout, static_cast<size_t>(T)));
+  return report_ids(
+      opt, rep,
+      make_case("sample_rows", line,
+                {{"T", T}, {"n_vocab", n}, {"temperature", p.temperature}, {"top_k", p.top_k}, {"top_p", p.top_p}, {"min_p", p.min_p}}),
+      got, want, [&](size_t t) { return fmt::format("row {} (u={})", t, u[t]); }, launch);
 }
 
 // top_k off over a vocabulary larger than kMaxSampleTopK is the host sampler's: a clear error.
@@ -228,10 +184,7 @@ Status sample_refusal_case(Reporter& rep) {
   SampleParams p;
   p.top_k = 0;
   const Status st = sample_rows(dl.get<float>(), 1, n, p, du.get<double>(), nullptr, dout.get<int32_t>(), nullptr);
-  CaseResult r;
-  r.op = "sample_rows";
-  r.line = line;
-  r.params = {{"T", 1}, {"n_vocab", n}, {"top_k", 0}};
+  CaseResult r = make_case("sample_rows", line, {{"T", 1}, {"n_vocab", n}, {"top_k", 0}});
   r.status = st.ok() ? "FAIL" : "OK";
   r.detail = st.ok() ? "accepted (expected an error)" : st.message();
   rep.add(std::move(r));

@@ -49,44 +49,16 @@ Result<bool> run_call(CaseResult& r, Reporter& rep, F call) {
   return false;
 }
 
-template <class T>
-Status to_device(DeviceBuffer& d, const std::vector<T>& h) {
-  STRATA_TRY(d.alloc(h.size() * sizeof(T)));
-  PARITY_CUDA(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+// With opt.bench, the median time of `call` (no warm-up) into r: metrics["ms"] and " | .. ms" on
+// the detail.
+template <class F>
+Status add_ms(const ParityOptions& opt, CaseResult& r, const F& call) {
+  if (!opt.bench) return Status::ok_status();
+  auto ms = median_event_ms(opt.bench_reps, [] {}, call);
+  if (!ms) return ms.status();
+  r.metrics["ms"] = *ms;
+  r.detail += fmt::format(" | {:.4f} ms", *ms);
   return Status::ok_status();
-}
-
-template <class T>
-Status from_device(std::vector<T>& h, const void* d, size_t n) {
-  h.resize(n);
-  PARITY_CUDA(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-  return Status::ok_status();
-}
-
-// Median milliseconds of `reps` calls of fn, each timed alone with events; `before` runs untimed
-// before each call (an L2 flush).
-template <class F, class B>
-Result<double> time_median(int reps, B before, F fn, cudaStream_t stream = nullptr) {
-  cudaEvent_t a, b;
-  PARITY_CUDA(cudaEventCreate(&a));
-  PARITY_CUDA(cudaEventCreate(&b));
-  std::vector<double> ms;
-  Status st = Status::ok_status();
-  for (int i = 0; i < std::max(reps, 1) && st.ok(); ++i) {
-    before();
-    cudaEventRecord(a, stream);
-    st = fn();
-    cudaEventRecord(b, stream);
-    if (cudaEventSynchronize(b) != cudaSuccess) st = Status::error("parity: timing failed");
-    float t = 0;
-    cudaEventElapsedTime(&t, a, b);
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  if (!st.ok()) return st;
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
 }
 
 // The reference's view of activation rows: q8_1 and back for a weight type that takes q8_1,
@@ -111,10 +83,7 @@ Status run_router_cases(const ParityOptions& opt, Reporter& rep) {
   const Shape shapes[] = {{512, 10}, {16, 4}, {100, 7}};
   for (const Shape& sh : shapes)
     for (int T : {1, 2, 4, 8}) {
-      CaseResult r;
-      r.op = "router_topk";
-      r.line = fmt::format("router_topk(T={}, n_expert={}, k={})", T, sh.n_expert, sh.k);
-      r.params = {{"T", T}, {"n_expert", sh.n_expert}, {"k", sh.k}};
+      CaseResult r = make_case("router_topk", fmt::format("router_topk(T={}, n_expert={}, k={})", T, sh.n_expert, sh.k), {{"T", T}, {"n_expert", sh.n_expert}, {"k", sh.k}});
       if (!rep.wanted(r.line)) continue;
       const int n = sh.n_expert, k = sh.k;
       std::vector<float> logits = random_normal(case_seed(opt.seed, r.line), static_cast<size_t>(T * n), 2.0f);
@@ -138,19 +107,17 @@ Status run_router_cases(const ParityOptions& opt, Reporter& rep) {
         want_w.insert(want_w.end(), ro.weights.begin(), ro.weights.end());
       }
       DeviceBuffer dl, di, dw;
-      STRATA_TRY(to_device(dl, logits));
-      STRATA_TRY(di.alloc(want_ids.size() * sizeof(int32_t)));
-      STRATA_TRY(dw.alloc(want_w.size() * sizeof(float)));
-      PARITY_CUDA(cudaMemset(di.get(), 0xFF, di.bytes()));
-      PARITY_CUDA(cudaMemset(dw.get(), 0xFF, dw.bytes()));
+      STRATA_TRY(upload(dl, logits));
+      STRATA_TRY(alloc_filled(di, want_ids.size() * sizeof(int32_t), 0xFF));
+      STRATA_TRY(alloc_poisoned(dw, want_w.size()));
       const auto call = [&] { return router_topk(dl.get<float>(), T, n, k, di.get<int32_t>(), dw.get<float>(), nullptr); };
       auto ran = run_call(r, rep, call);
       if (!ran) return ran.status();
       if (!*ran) continue;
       std::vector<int32_t> ids;
       std::vector<float> w;
-      STRATA_TRY(from_device(ids, di.get(), want_ids.size()));
-      STRATA_TRY(from_device(w, dw.get(), want_w.size()));
+      STRATA_TRY(download(ids, di.get(), want_ids.size()));
+      STRATA_TRY(download(w, dw.get(), want_w.size()));
       int64_t id_mismatch = 0;
       for (size_t i = 0; i < ids.size(); ++i) id_mismatch += ids[i] != want_ids[i];
       const Diff d = diff(w.data(), want_w.data(), w.size());
@@ -158,12 +125,7 @@ Status run_router_cases(const ParityOptions& opt, Reporter& rep) {
       r.status = ok ? "OK" : "FAIL";
       r.detail = fmt::format("ids_mismatch={} {}", id_mismatch, d.text());
       r.metrics = {{"rel", d.rel}, {"max_abs", d.max_abs}, {"ids_mismatch", id_mismatch}};
-      if (opt.bench) {
-        auto ms = time_median(opt.bench_reps, [] {}, call);
-        if (!ms) return ms.status();
-        r.metrics["ms"] = *ms;
-        r.detail += fmt::format(" | {:.4f} ms", *ms);
-      }
+      STRATA_TRY(add_ms(opt, r, call));
       rep.add(std::move(r));
     }
   return Status::ok_status();
@@ -174,10 +136,7 @@ Status run_router_cases(const ParityOptions& opt, Reporter& rep) {
 Status run_swiglu_cases(const ParityOptions& opt, Reporter& rep) {
   for (int n : {640, 64, 96})
     for (int T : {1, 2, 4, 8}) {
-      CaseResult r;
-      r.op = "swiglu";
-      r.line = fmt::format("swiglu(T={}, n={})", T, n);
-      r.params = {{"T", T}, {"n", n}};
+      CaseResult r = make_case("swiglu", fmt::format("swiglu(T={}, n={})", T, n), {{"T", T}, {"n", n}});
       if (!rep.wanted(r.line)) continue;
       const int64_t stride = 2 * n + 32;  // g and u as halves of one row, as a fused gate/up output
       const std::vector<float> gu = random_normal(case_seed(opt.seed, r.line), static_cast<size_t>(T * stride), 3.0f);
@@ -186,11 +145,9 @@ Status run_swiglu_cases(const ParityOptions& opt, Reporter& rep) {
         for (int i = 0; i < n; ++i) want[t * n + i] = reference::silu(gu[t * stride + i]) * gu[t * stride + n + i];
       const int64_t q8_stride = q8_1_row_bytes(n) + 4;
       DeviceBuffer dgu, dh, dq;
-      STRATA_TRY(to_device(dgu, gu));
-      STRATA_TRY(dh.alloc(want.size() * sizeof(float)));
-      STRATA_TRY(dq.alloc(static_cast<size_t>(q8_stride * T)));
-      PARITY_CUDA(cudaMemset(dh.get(), 0xFF, dh.bytes()));
-      PARITY_CUDA(cudaMemset(dq.get(), 0xFF, dq.bytes()));
+      STRATA_TRY(upload(dgu, gu));
+      STRATA_TRY(alloc_poisoned(dh, want.size()));
+      STRATA_TRY(alloc_filled(dq, static_cast<size_t>(q8_stride * T), 0xFF));
       const float* g = dgu.get<float>();
       const auto call = [&] { return swiglu(g, g + n, stride, T, n, dh.get<float>(), dq.get(), q8_stride, nullptr); };
       auto ran = run_call(r, rep, call);
@@ -198,8 +155,8 @@ Status run_swiglu_cases(const ParityOptions& opt, Reporter& rep) {
       if (!*ran) continue;
       std::vector<float> h;
       std::vector<uint8_t> q;
-      STRATA_TRY(from_device(h, dh.get(), want.size()));
-      STRATA_TRY(from_device(q, dq.get(), static_cast<size_t>(q8_stride * T)));
+      STRATA_TRY(download(h, dh.get(), want.size()));
+      STRATA_TRY(download(q, dq.get(), static_cast<size_t>(q8_stride * T)));
       // The q8_1 bytes must be the reference quantizer's of the h the kernel produced, bit for bit.
       int64_t bad_bytes = 0;
       std::vector<uint8_t> qw(static_cast<size_t>(q8_1_row_bytes(n)));
@@ -212,12 +169,7 @@ Status run_swiglu_cases(const ParityOptions& opt, Reporter& rep) {
       r.status = ok ? "OK" : "FAIL";
       r.detail = fmt::format("{} q8_bad_bytes={}", d.text(), bad_bytes);
       r.metrics = {{"rel", d.rel}, {"max_abs", d.max_abs}, {"q8_bad_bytes", bad_bytes}};
-      if (opt.bench) {
-        auto ms = time_median(opt.bench_reps, [] {}, call);
-        if (!ms) return ms.status();
-        r.metrics["ms"] = *ms;
-        r.detail += fmt::format(" | {:.4f} ms", *ms);
-      }
+      STRATA_TRY(add_ms(opt, r, call));
       rep.add(std::move(r));
     }
   return Status::ok_status();
@@ -226,10 +178,7 @@ Status run_swiglu_cases(const ParityOptions& opt, Reporter& rep) {
 Status run_shared_gate_cases(const ParityOptions& opt, Reporter& rep) {
   for (int n : {2560, 100})
     for (int T : {1, 2, 4, 8}) {
-      CaseResult r;
-      r.op = "shared_gate_add";
-      r.line = fmt::format("shared_gate_add(T={}, n={})", T, n);
-      r.params = {{"T", T}, {"n", n}};
+      CaseResult r = make_case("shared_gate_add", fmt::format("shared_gate_add(T={}, n={})", T, n), {{"T", T}, {"n", n}});
       if (!rep.wanted(r.line)) continue;
       const uint64_t seed = case_seed(opt.seed, r.line);
       const std::vector<float> y0 = random_normal(seed, static_cast<size_t>(T * n));
@@ -241,25 +190,20 @@ Status run_shared_gate_cases(const ParityOptions& opt, Reporter& rep) {
         for (int j = 0; j < n; ++j) want[t * n + j] += s[t * n + j] * gate;
       }
       DeviceBuffer dy, ds, dg;
-      STRATA_TRY(to_device(dy, y0));
-      STRATA_TRY(to_device(ds, s));
-      STRATA_TRY(to_device(dg, gl));
+      STRATA_TRY(upload(dy, y0));
+      STRATA_TRY(upload(ds, s));
+      STRATA_TRY(upload(dg, gl));
       const auto call = [&] { return shared_gate_add(dy.get<float>(), ds.get<float>(), dg.get<float>(), T, n, nullptr); };
       auto ran = run_call(r, rep, call);
       if (!ran) return ran.status();
       if (!*ran) continue;
       std::vector<float> y;
-      STRATA_TRY(from_device(y, dy.get(), want.size()));
+      STRATA_TRY(download(y, dy.get(), want.size()));
       const Diff d = diff(y.data(), want.data(), y.size());
       r.status = d.finite && d.rel < kMoeRelTol ? "OK" : "FAIL";
       r.detail = d.text();
       r.metrics = {{"rel", d.rel}, {"max_abs", d.max_abs}};
-      if (opt.bench) {  // y accumulates across reps; only the time is used
-        auto ms = time_median(opt.bench_reps, [] {}, call);
-        if (!ms) return ms.status();
-        r.metrics["ms"] = *ms;
-        r.detail += fmt::format(" | {:.4f} ms", *ms);
-      }
+      STRATA_TRY(add_ms(opt, r, call));  // y accumulates across reps; only the time is used
       rep.add(std::move(r));
     }
   return Status::ok_status();
@@ -294,11 +238,9 @@ Status make_experts(Type t, const Geometry& g, int64_t rows_pe, int64_t cols, bo
   ex.deq.clear();
   const int64_t part_rows = split_halves ? rows_pe / 2 : rows_pe;
   const size_t part_bytes = static_cast<size_t>(part_rows * ex.row_bytes);
-  STRATA_TRY(ex.d0.alloc(part_bytes * g.n_expert));
-  PARITY_CUDA(cudaMemset(ex.d0.get(), 0, ex.d0.bytes()));
+  STRATA_TRY(alloc_filled(ex.d0, part_bytes * g.n_expert, 0));
   if (split_halves) {
-    STRATA_TRY(ex.d1.alloc(part_bytes * g.n_expert));
-    PARITY_CUDA(cudaMemset(ex.d1.get(), 0, ex.d1.bytes()));
+    STRATA_TRY(alloc_filled(ex.d1, part_bytes * g.n_expert, 0));
   } else {
     ex.d1.reset();
   }
@@ -414,21 +356,19 @@ Status run_grouped_case(const ParityOptions& opt, Reporter& rep, const Geometry&
   }
   w.down = tensor(dn, dn.d0, g.n_expert * H);
   DeviceBuffer du, duq, dids, dw, dscratch, dy;
-  STRATA_TRY(to_device(du, u));
+  STRATA_TRY(upload(du, u));
   const int64_t q8s = q8_stride_for(H);
   STRATA_TRY(duq.alloc(static_cast<size_t>(q8s * T)));
   STRATA_TRY(quantize_q8_1(du.get<float>(), H, H, T, duq.get(), q8s));
-  STRATA_TRY(to_device(dids, ro.ids));
-  STRATA_TRY(to_device(dw, ro.weights));
+  STRATA_TRY(upload(dids, ro.ids));
+  STRATA_TRY(upload(dw, ro.weights));
   ExpertScratch scratch;
   scratch.cap_entries = kMaxWindowRows * k;  // sized for the longest window, as the decoder does
   const ExpertScratchLayout lay = expert_scratch_layout(w, scratch.cap_entries);
-  STRATA_TRY(dscratch.alloc(static_cast<size_t>(lay.bytes)));
-  PARITY_CUDA(cudaMemset(dscratch.get(), 0xFF, dscratch.bytes()));
+  STRATA_TRY(alloc_filled(dscratch, static_cast<size_t>(lay.bytes), 0xFF));
   scratch.base = dscratch.get();
   scratch.bytes = lay.bytes;
-  STRATA_TRY(dy.alloc(static_cast<size_t>(T * H) * sizeof(float)));
-  PARITY_CUDA(cudaMemset(dy.get(), 0xFF, dy.bytes()));
+  STRATA_TRY(alloc_poisoned(dy, static_cast<size_t>(T * H)));
   Act act;
   act.f32 = du.get<float>();
   act.f32_stride = H;
@@ -447,10 +387,10 @@ Status run_grouped_case(const ParityOptions& opt, Reporter& rep, const Geometry&
   const uint8_t* sb = dscratch.get<uint8_t>();
   std::vector<float> y, gu_dev, h_dev;
   std::vector<uint8_t> hq_dev;
-  STRATA_TRY(from_device(y, dy.get(), static_cast<size_t>(T * H)));
-  STRATA_TRY(from_device(gu_dev, sb + lay.gate_up, static_cast<size_t>(n * 2 * ff)));
-  STRATA_TRY(from_device(h_dev, sb + lay.h, static_cast<size_t>(n * ff)));
-  if (q8_mid) STRATA_TRY(from_device(hq_dev, sb + lay.h_q8, static_cast<size_t>(n * lay.h_q8_stride)));
+  STRATA_TRY(download(y, dy.get(), static_cast<size_t>(T * H)));
+  STRATA_TRY(download(gu_dev, sb + lay.gate_up, static_cast<size_t>(n * 2 * ff)));
+  STRATA_TRY(download(h_dev, sb + lay.h, static_cast<size_t>(n * ff)));
+  if (q8_mid) STRATA_TRY(download(hq_dev, sb + lay.h_q8, static_cast<size_t>(n * lay.h_q8_stride)));
 
   // gate/up against the reference on the entries' (quantized) activation rows.
   const std::vector<float> ur = reference_view(u, T, H, q8_in);
@@ -516,7 +456,7 @@ Status run_grouped_case(const ParityOptions& opt, Reporter& rep, const Geometry&
       PARITY_CUDA(cudaGraphLaunch(exec, cs));
       return Status::ok_status();
     };
-    auto ms = time_median(opt.bench_reps, [&] { cudaMemsetAsync(flush.get(), 0, flush.bytes(), cs); }, replay, cs);
+    auto ms = median_event_ms(opt.bench_reps, [&] { cudaMemsetAsync(flush.get(), 0, flush.bytes(), cs); }, replay, cs);
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     cudaStreamDestroy(cs);

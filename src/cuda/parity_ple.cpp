@@ -31,52 +31,6 @@ struct PleGeometry {
 constexpr PleGeometry kGeometries[] = {{4, 2560, 3, 4}, {2, 64, 3, 4}, {3, 37, 2, 3}};
 constexpr int kTs[] = {1, 2, 4, 8};
 
-struct Events {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  ~Events() {
-    if (start) cudaEventDestroy(start);
-    if (stop) cudaEventDestroy(stop);
-  }
-};
-
-// Median over `reps` timed launches after one warm-up.
-template <class F>
-Result<double> median_ms(int reps, const F& launch) {
-  Events ev;
-  PARITY_CUDA(cudaEventCreate(&ev.start));
-  PARITY_CUDA(cudaEventCreate(&ev.stop));
-  STRATA_TRY(launch());
-  std::vector<float> ms(static_cast<size_t>(std::max(reps, 1)));
-  for (float& m : ms) {
-    PARITY_CUDA(cudaEventRecord(ev.start));
-    STRATA_TRY(launch());
-    PARITY_CUDA(cudaEventRecord(ev.stop));
-    PARITY_CUDA(cudaEventSynchronize(ev.stop));
-    PARITY_CUDA(cudaEventElapsedTime(&m, ev.start, ev.stop));
-  }
-  std::sort(ms.begin(), ms.end());
-  return static_cast<double>(ms[ms.size() / 2]);
-}
-
-Status upload(DeviceBuffer& d, const std::vector<float>& h) {
-  STRATA_TRY(d.alloc(h.size() * sizeof(float)));
-  PARITY_CUDA(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
-  return Status::ok_status();
-}
-
-Result<std::vector<float>> download(const DeviceBuffer& d, size_t n) {
-  PARITY_CUDA(cudaDeviceSynchronize());
-  std::vector<float> h(n);
-  PARITY_CUDA(cudaMemcpy(h.data(), d.get(), n * sizeof(float), cudaMemcpyDeviceToHost));
-  return h;
-}
-
-std::vector<float> norm_weight(uint64_t seed, size_t n) {
-  std::vector<float> w = random_normal(seed, n, 0.1f);
-  for (float& v : w) v += 1.0f;
-  return w;
-}
-
 struct PleInputs {
   std::vector<float> kp, vp, x, norm_key, norm_query, norm_conv, conv_w;
   std::vector<float> history;  // [history rows, S*H], oldest first
@@ -124,6 +78,23 @@ PleInputs make_inputs(uint64_t seed, const PleDims& d, int T, bool fresh) {
   return in;
 }
 
+// The inputs on the device; `hist` is the history buffer as given (previous rows, then room).
+struct PleDevice {
+  DeviceBuffer kp, vp, x, norm_key, norm_query, norm_conv, conv_w, hist;
+};
+
+Status upload_inputs(const PleInputs& in, const std::vector<float>& hist, PleDevice& dev) {
+  STRATA_TRY(upload(dev.kp, in.kp));
+  STRATA_TRY(upload(dev.vp, in.vp));
+  STRATA_TRY(upload(dev.x, in.x));
+  STRATA_TRY(upload(dev.norm_key, in.norm_key));
+  STRATA_TRY(upload(dev.norm_query, in.norm_query));
+  STRATA_TRY(upload(dev.norm_conv, in.norm_conv));
+  STRATA_TRY(upload(dev.conv_w, in.conv_w));
+  STRATA_TRY(upload(dev.hist, hist));
+  return Status::ok_status();
+}
+
 Status ple_inject_case(const ParityOptions& opt, Reporter& rep, const PleGeometry& g, int T, bool fresh) {
   const PleDims d{g.S, g.H, g.ngram, g.K, 1e-6f};
   const std::string line =
@@ -138,47 +109,33 @@ Status ple_inject_case(const ParityOptions& opt, Reporter& rep, const PleGeometr
   // The device history holds the previous rows, then the window's N rows (poisoned before).
   std::vector<float> hist(in.history);
   hist.resize((hist_rows + T) * wide, std::nanf(""));
-  DeviceBuffer dkp, dvp, dx, dnk, dnq, dnc, dcw, dh;
-  STRATA_TRY(upload(dkp, in.kp));
-  STRATA_TRY(upload(dvp, in.vp));
-  STRATA_TRY(upload(dx, in.x));
-  STRATA_TRY(upload(dnk, in.norm_key));
-  STRATA_TRY(upload(dnq, in.norm_query));
-  STRATA_TRY(upload(dnc, in.norm_conv));
-  STRATA_TRY(upload(dcw, in.conv_w));
-  STRATA_TRY(upload(dh, hist));
+  PleDevice dev;
+  STRATA_TRY(upload_inputs(in, hist, dev));
   const auto launch = [&] {
-    return ple_inject(d, dkp.get<float>(), dvp.get<float>(), dnk.get<float>(), dnq.get<float>(), dnc.get<float>(),
-                      dcw.get<float>(), dh.get<float>(), dx.get<float>(), T, nullptr);
+    return ple_inject(d, dev.kp.get<float>(), dev.vp.get<float>(), dev.norm_key.get<float>(), dev.norm_query.get<float>(),
+                      dev.norm_conv.get<float>(), dev.conv_w.get<float>(), dev.hist.get<float>(), dev.x.get<float>(), T, nullptr);
   };
   STRATA_TRY(launch());
-  auto got_x = download(dx, in.x.size());
-  if (!got_x) return got_x.status();
-  auto got_h = download(dh, hist.size());
-  if (!got_h) return got_h.status();
+  std::vector<float> got, got_h;
+  STRATA_TRY(download_synced(got, dev.x, in.x.size()));
+  STRATA_TRY(download_synced(got_h, dev.hist, hist.size()));
 
   // x, then the N rows, then the history rows (which must be untouched), in one comparison.
-  std::vector<float> got(*got_x), want(want_x);
-  got.insert(got.end(), got_h->begin() + static_cast<int64_t>(hist_rows * wide), got_h->end());
+  std::vector<float> want(want_x);
+  got.insert(got.end(), got_h.begin() + static_cast<int64_t>(hist_rows * wide), got_h.end());
   want.insert(want.end(), want_n.begin(), want_n.end());
   const Diff dd = diff(got.data(), want.data(), got.size());
-  const bool history_kept = std::memcmp(got_h->data(), in.history.data(), hist_rows * wide * sizeof(float)) == 0;
+  const bool history_kept = std::memcmp(got_h.data(), in.history.data(), hist_rows * wide * sizeof(float)) == 0;
 
-  CaseResult r;
-  r.op = "ple_inject";
-  r.line = line;
-  r.params = {{"T", T}, {"S", g.S}, {"H", g.H}, {"ngram", g.ngram}, {"K", g.K}, {"history", fresh ? "zeros" : "rows"}};
-  const bool ok = dd.finite && dd.rel <= kPleRelTol && history_kept;
-  r.status = ok ? "OK" : "FAIL";
-  r.detail = dd.text() + (history_kept ? "" : " (history rows changed)");
-  r.metrics = {{"rel", dd.rel}, {"max_abs", dd.max_abs}, {"tol", kPleRelTol}};
-  if (ok && opt.bench) {
-    // Re-running writes the same N rows and adds to x again; only the time matters here.
-    auto ms = median_ms(opt.bench_reps, launch);
-    if (!ms) return ms.status();
-    r.metrics["ms"] = *ms;
-    r.detail += fmt::format(" ms={:.4f}", *ms);
+  CaseResult r = make_case(
+      "ple_inject", line, {{"T", T}, {"S", g.S}, {"H", g.H}, {"ngram", g.ngram}, {"K", g.K}, {"history", fresh ? "zeros" : "rows"}});
+  const bool ok = judge(r, dd, kPleRelTol) && history_kept;
+  if (!history_kept) {
+    r.status = "FAIL";
+    r.detail += " (history rows changed)";
   }
+  // Re-running writes the same N rows and adds to x again; only the time matters here.
+  if (ok) STRATA_TRY(add_timing(opt, r, launch));
   rep.add(std::move(r));
   return Status::ok_status();
 }
@@ -195,13 +152,10 @@ Status ple_commit_case(const ParityOptions& opt, Reporter& rep, const PleGeometr
   DeviceBuffer dh;
   STRATA_TRY(upload(dh, hist));
   STRATA_TRY(ple_conv_commit(d, dh.get<float>(), n, nullptr));
-  auto got = download(dh, hist_rows * wide);
-  if (!got) return got.status();
-  const Diff dd = diff(got->data(), want.data(), want.size());
-  CaseResult r;
-  r.op = "ple_conv_commit";
-  r.line = line;
-  r.params = {{"T", T}, {"n", n}, {"S", g.S}, {"H", g.H}, {"ngram", g.ngram}, {"K", g.K}};
+  std::vector<float> got;
+  STRATA_TRY(download_synced(got, dh, hist_rows * wide));
+  const Diff dd = diff(got.data(), want.data(), want.size());
+  CaseResult r = make_case("ple_conv_commit", line, {{"T", T}, {"n", n}, {"S", g.S}, {"H", g.H}, {"ngram", g.ngram}, {"K", g.K}});
   r.status = dd.finite && dd.max_abs == 0.0 ? "OK" : "FAIL";
   r.detail = dd.text();
   rep.add(std::move(r));
@@ -222,39 +176,26 @@ Status ple_two_windows_case(const ParityOptions& opt, Reporter& rep, const PleGe
 
   std::vector<float> hist(in.history);
   hist.resize((hist_rows + kMaxWindowRows) * wide, std::nanf(""));
-  DeviceBuffer dkp, dvp, dx, dnk, dnq, dnc, dcw, dh;
-  STRATA_TRY(upload(dkp, in.kp));
-  STRATA_TRY(upload(dvp, in.vp));
-  STRATA_TRY(upload(dx, in.x));
-  STRATA_TRY(upload(dnk, in.norm_key));
-  STRATA_TRY(upload(dnq, in.norm_query));
-  STRATA_TRY(upload(dnc, in.norm_conv));
-  STRATA_TRY(upload(dcw, in.conv_w));
-  STRATA_TRY(upload(dh, hist));
+  PleDevice dev;
+  STRATA_TRY(upload_inputs(in, hist, dev));
   int row0 = 0;
   for (int w : {T1, T2}) {
     const size_t o = static_cast<size_t>(row0) * wide;
-    STRATA_TRY(ple_inject(d, dkp.get<float>() + o, dvp.get<float>() + static_cast<size_t>(row0) * g.H, dnk.get<float>(),
-                          dnq.get<float>(), dnc.get<float>(), dcw.get<float>(), dh.get<float>(), dx.get<float>() + o, w,
-                          nullptr));
-    STRATA_TRY(ple_conv_commit(d, dh.get<float>(), w, nullptr));
+    STRATA_TRY(ple_inject(d, dev.kp.get<float>() + o, dev.vp.get<float>() + static_cast<size_t>(row0) * g.H,
+                          dev.norm_key.get<float>(), dev.norm_query.get<float>(), dev.norm_conv.get<float>(),
+                          dev.conv_w.get<float>(), dev.hist.get<float>(), dev.x.get<float>() + o, w, nullptr));
+    STRATA_TRY(ple_conv_commit(d, dev.hist.get<float>(), w, nullptr));
     row0 += w;
   }
-  auto got_x = download(dx, in.x.size());
-  if (!got_x) return got_x.status();
-  auto got_h = download(dh, hist_rows * wide);
-  if (!got_h) return got_h.status();
-  std::vector<float> got(*got_x), want(want_x);
-  got.insert(got.end(), got_h->begin(), got_h->end());
+  std::vector<float> got, got_h;
+  STRATA_TRY(download_synced(got, dev.x, in.x.size()));
+  STRATA_TRY(download_synced(got_h, dev.hist, hist_rows * wide));
+  std::vector<float> want(want_x);
+  got.insert(got.end(), got_h.begin(), got_h.end());
   want.insert(want.end(), want_hist.begin(), want_hist.end());
   const Diff dd = diff(got.data(), want.data(), got.size());
-  CaseResult r;
-  r.op = "ple_inject";
-  r.line = line;
-  r.params = {{"T1", T1}, {"T2", T2}, {"S", g.S}, {"H", g.H}, {"ngram", g.ngram}, {"K", g.K}};
-  r.status = dd.finite && dd.rel <= kPleRelTol ? "OK" : "FAIL";
-  r.detail = dd.text();
-  r.metrics = {{"rel", dd.rel}, {"max_abs", dd.max_abs}, {"tol", kPleRelTol}};
+  CaseResult r = make_case("ple_inject", line, {{"T1", T1}, {"T2", T2}, {"S", g.S}, {"H", g.H}, {"ngram", g.ngram}, {"K", g.K}});
+  judge(r, dd, kPleRelTol);
   rep.add(std::move(r));
   return Status::ok_status();
 }

@@ -19,26 +19,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
-
-// The CTA-wide sum of one double per thread in a fixed order (shuffle tree, then warps in order).
-__device__ double block_sum(double v, double* partial) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
-  __syncthreads();
-  double total = 0.0;
-  for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
-  __syncthreads();  // `partial` may be reused by the next sum
-  return total;
-}
-
-// reference inv_rms: mean in double rounded to float, then 1 / sqrt(mean + eps) in float.
-__device__ __forceinline__ float inv_rms(double sum_sq, int n, float eps) {
-  const float mean = static_cast<float>(sum_sq / static_cast<double>(n));
-  return 1.0f / sqrtf(mean + eps);
-}
-
 struct PleArgs {
   int S, H, ngram, K, history;
   float eps, sqrt_h;  // sqrt_h: float(sqrt(double(H))), as the reference
@@ -65,15 +45,15 @@ __device__ float ple_gate(const PleArgs& a, int t, int s, double* partial) {
     ss_k += static_cast<double>(kr[j]) * kr[j];
     ss_q += static_cast<double>(xr[j]) * xr[j];
   }
-  const float rk = inv_rms(block_sum(ss_k, partial), a.H, a.eps);
-  const float rq = inv_rms(block_sum(ss_q, partial), a.H, a.eps);
+  const float rk = inv_rms(block_sum_synced<kThreads>(ss_k, partial), a.H, a.eps);
+  const float rq = inv_rms(block_sum_synced<kThreads>(ss_q, partial), a.H, a.eps);
   double dot = 0.0;
   for (int j = threadIdx.x; j < a.H; j += kThreads) {
     const float k = (kr[j] * rk) * wk[j];
     const float q = (xr[j] * rq) * wq[j];
     dot += static_cast<double>(k) * q;
   }
-  float logit = static_cast<float>(block_sum(dot, partial)) / a.sqrt_h;
+  float logit = static_cast<float>(block_sum_synced<kThreads>(dot, partial)) / a.sqrt_h;
   const float sign = logit > 0.0f ? 1.0f : (logit < 0.0f ? -1.0f : 0.0f);
   logit = sqrtf(fmaxf(fabsf(logit), 1e-6f)) * sign;
   return sigmoid_f(logit);
@@ -90,7 +70,7 @@ __global__ void __launch_bounds__(kThreads) ple_norm_kernel(PleArgs a) {
     const float gv = gate * v[j];
     ss += static_cast<double>(gv) * gv;
   }
-  const float r = inv_rms(block_sum(ss, partial), a.H, a.eps);
+  const float r = inv_rms(block_sum_synced<kThreads>(ss, partial), a.H, a.eps);
   const int64_t wide = static_cast<int64_t>(a.S) * a.H;
   float* n_row = a.hist + (a.history + t) * wide + static_cast<int64_t>(s) * a.H;
   const float* wn = a.norm_conv + static_cast<int64_t>(s) * a.H;

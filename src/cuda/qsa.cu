@@ -80,31 +80,6 @@ __global__ void __launch_bounds__(kScoreThreads) qsa_score_kernel(ScoreArgs a) {
   }
 }
 
-// Exclusive prefix sum of one int per thread over the CTA, in thread order; total = the sum.
-__device__ int block_exclusive_scan(int v, int* warp_tot, int& total) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
-  int incl = v;
-  for (int o = 1; o < 32; o <<= 1) {
-    const int n = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += n;
-  }
-  if (lane == 31) warp_tot[warp] = incl;
-  __syncthreads();
-  if (warp == 0) {
-    int w = lane < nwarps ? warp_tot[lane] : 0;
-    for (int o = 1; o < 32; o <<= 1) {
-      const int n = __shfl_up_sync(0xffffffffu, w, o);
-      if (lane >= o) w += n;
-    }
-    if (lane < nwarps) warp_tot[lane] = w;
-  }
-  __syncthreads();
-  const int before = warp > 0 ? warp_tot[warp - 1] : 0;
-  total = warp_tot[nwarps - 1];
-  __syncthreads();  // warp_tot is reused by the next scan
-  return before + incl - v;
-}
-
 // One CTA per row. A dense row gets n_sel = -1. A sparse row: four 8-bit radix passes over the
 // order-preserving keys find the key of the top_blocks-th largest score and how many of the
 // scores equal to it are taken; a compaction in index order then writes every block above it

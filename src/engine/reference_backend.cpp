@@ -60,11 +60,13 @@ ReferenceBackend::ReferenceBackend(const reference::Model& model, const BackendO
     : model_(model),
       mtp_(options.mtp && model.config().plan.has_mtp()),
       prefill_gdn_(options.prefill_gdn),
+      sink_(options.sink),
       state_(reference::SequenceState::create(model.config())) {}
 
 Result<reference::ForwardOutput> ReferenceBackend::run(std::span<const int32_t> tokens, reference::GdnPath gdn) {
   reference::ForwardOptions fo;
   fo.gdn = gdn;
+  fo.sink = sink_;
   return reference::forward(model_, state_, tokens, fo);
 }
 

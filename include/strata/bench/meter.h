@@ -45,6 +45,12 @@ using StageTimes = std::map<std::string, StageTime, std::less<>>;
 
 enum class Phase { Prefill, Decode, Commit };
 
+// The K/V cache tokens and block keys one attention block reads for the rows at
+// n_after - n_rows .. n_after - 1, the cache then holding n_after tokens: every visible token
+// while QSA is dense (or the block has no indexer), else the selected blocks and the tail.
+uint64_t attention_read_bytes(const model::ModelConfig& config, const model::BlockPlan& plan, bool has_indexer,
+                              int64_t n_after, int64_t n_rows);
+
 class StageMeter {
  public:
   explicit StageMeter(const reference::Model& model);

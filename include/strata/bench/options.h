@@ -15,6 +15,8 @@ namespace strata::bench {
 
 // The verify window the engine supports (DESIGN "One verify window": T = 1 to 8).
 inline constexpr int kMaxWindow = 8;
+// --spec N: drafts per window, as `strata run --spec` (engine::kMaxDrafts).
+inline constexpr int kMaxSpecDrafts = kMaxWindow - 1;
 
 struct Options {
   // The model: a GGUF file (any shard of a split set) or a synthetic pack made in memory.
@@ -38,6 +40,11 @@ struct Options {
   std::vector<int> window_sweep;          // --device cuda: also time windows of each T (needs --forced)
   std::vector<int> accept;                // drafts accepted per window, cycled; default T - 1
   bool forced = false;                    // fixed token stream and acceptances (deterministic)
+  // --spec N: decode through engine::generate, greedy, with up to N drafts per verify window
+  // (0 = off); acceptances are the model's own, so it excludes --forced. docs/BENCH.md
+  // §Speculation.
+  int spec = 0;
+  std::string spec_source;                // mtp, lookup or auto; empty: auto (only with --spec > 0)
   uint64_t seed = 0x5EED;                 // the forced stream's PRNG seed (also the prompt's)
 
   int bw_passes = 9;                      // timed passes of the bandwidth probe (median reported)

@@ -30,6 +30,18 @@ struct ModelInfo {
   uint64_t weight_bytes = 0;      // every bound tensor but the n-gram table
 };
 
+// How the runs' windows were decided, for the "spec" object (docs/BENCH.md §Speculation):
+//   "off"     plain decode, one token per window, nothing drafted;
+//   "forced"  the --window/--accept pattern: T - 1 drafts per window, the schedule's acceptances;
+//   "drafts"  --spec N: engine::generate, greedy, drafts from `source`, the model's acceptances.
+struct SpecInfo {
+  std::string mode = "off";
+  int max_drafts = 0;             // --spec N; forced: T - 1; off: 0
+  std::string source;             // drafts: mtp, lookup or auto; otherwise empty
+  std::string backend;            // drafts: the engine backend ("fp32 reference", "cuda")
+  bool mtp_available = false;     // drafts: the backend ran the model's MTP head
+};
+
 struct Report {
   std::string schema = kSchema;
   std::string timestamp;          // UTC, ISO 8601
@@ -44,6 +56,7 @@ struct Report {
   uint64_t seed = 0;
   int window = 1;
   std::vector<int> accept;        // the schedule as given (empty: all drafts)
+  SpecInfo spec;
   int64_t prefill_chunk = 0;
   Bandwidth bandwidth;
   uint64_t peak_ram_bytes = 0;
@@ -60,6 +73,9 @@ struct Report {
 std::string to_json(const Report& report, int indent = 2);
 std::string to_csv(const Report& report);
 std::string to_table(const Report& report);
+
+// SpecInfo of the options: mode, drafts, source and backend (mtp_available is the runner's).
+SpecInfo spec_info(const Options& options);
 
 // A line plot: x against one or more y series, one panel per series (tok/s of prefill and of
 // decode differ by orders of magnitude, so each gets its own y axis).

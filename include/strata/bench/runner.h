@@ -12,16 +12,27 @@
 // drafts are the stream's next tokens) and k follows the fixed --accept schedule, so two arms
 // (builds, levers, window sizes) see identical work without a trained model. Without
 // --forced the prompt is the same stream but decode is greedy (argmax of the logits), T = 1.
+//
+// --spec N (not with --forced): decode is engine::generate on the reference backend, greedy,
+// drafts from --spec-source (MTP head, prompt lookup or auto), up to N per window; the
+// backend's own rollback replays rejected rows, metered as "commit". Greedy tokens are the
+// same as without --spec (the reference's windows are exact), so output_fnv1a matches the
+// plain greedy run's. Every run carries engine::SpecStats: for --spec the drafter's counts,
+// for --forced the counts the schedule implies (T - 1 drafted, k accepted per window), for
+// plain decode W windows and nothing drafted. Always tokens_generated = windows + accepted.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "strata/bench/meter.h"
 #include "strata/bench/options.h"
 #include "strata/common/status.h"
+#include "strata/engine/generate.h"
+#include "strata/engine/speculator.h"
 #include "strata/reference/model.h"
 
 namespace strata::bench {
@@ -47,6 +58,7 @@ struct RunResult {
   uint64_t prompt_hash = 0;           // FNV-1a of the prompt ids
   uint64_t output_hash = 0;           // FNV-1a of the emitted ids
   std::vector<int32_t> output_head;   // the first emitted ids (at most 32), for eyes
+  engine::SpecStats spec;             // windows, drafted, accepted (see above)
 };
 
 struct RunConfig {
@@ -55,11 +67,20 @@ struct RunConfig {
   std::vector<int> accept;            // cycled; empty: T - 1
   bool forced = false;
   uint64_t seed = 0x5EED;
+  int spec = 0;                       // --spec N: drafts per window through engine::generate (0 = off)
+  engine::DraftSource spec_source = engine::DraftSource::Auto;
   // (label, done, total): called after each prefill chunk and each window.
   std::function<void(std::string_view, int64_t, int64_t)> progress;
 };
 
 RunConfig run_config(const Options& options, int64_t ctx);
+
+// --spec-source as the engine's enum ("" and "auto": Auto).
+engine::DraftSource draft_source(const std::string& name);
+
+// The counts a --forced schedule implies for `windows` windows of T tokens: T - 1 drafted and
+// accepted_drafts(accept, T, w) kept in window w.
+engine::SpecStats forced_spec_stats(const std::vector<int>& accept, int window, int64_t windows);
 
 Result<RunResult> run_once(const reference::Model& model, const RunConfig& config);
 

@@ -22,6 +22,7 @@
 #include "strata/common/status.h"
 #include "strata/reference/gdn.h"
 #include "strata/reference/model.h"
+#include "strata/reference/stage.h"
 
 namespace strata::engine {
 
@@ -70,6 +71,9 @@ struct BackendOptions {
   bool mtp = false;                                   // keep the MTP cache (drafts or --mtp-logits-out)
   reference::GdnPath prefill_gdn = reference::GdnPath::Auto;  // reference only: the prompt's GDN form
   int64_t max_ctx = 4096;                             // cuda only: KV capacity
+  // reference only: the trunk forward's stage sink (`strata bench` meters time and bytes with
+  // it); the MTP head does not report to it.
+  const reference::StageSink* sink = nullptr;
 };
 
 // The reference backend for Device::Cpu; Device::Cuda gives the "built without CUDA" error

@@ -69,6 +69,7 @@ class ReferenceBackend final : public Backend {
   const reference::Model& model_;
   bool mtp_;
   reference::GdnPath prefill_gdn_;
+  const reference::StageSink* sink_;
   reference::SequenceState state_;
 
   // The open window: its tokens, wide rows and the mark to return to.

@@ -110,6 +110,52 @@ TEST(Options, WindowsNeedForcedAndAcceptancesInRange) {
   EXPECT_NE(error_of(o).find("only applies with --forced"), std::string::npos);
 }
 
+TEST(Options, SpecDraftsSourceAndConflicts) {
+  Options o = synth_options();
+  o.spec = 3;
+  EXPECT_TRUE(validate(o).ok()) << error_of(o);
+  for (const char* source : {"mtp", "lookup", "auto"}) {
+    o.spec_source = source;
+    EXPECT_TRUE(validate(o).ok()) << source << ": " << error_of(o);
+  }
+  o.spec = kMaxSpecDrafts;
+  EXPECT_TRUE(validate(o).ok()) << error_of(o);
+  o.spec = kMaxSpecDrafts + 1;
+  EXPECT_NE(error_of(o).find("strata bench: --spec: expected 0..7 drafts per window (0 = off), got 8"),
+            std::string::npos)
+      << error_of(o);
+  o.spec = -1;
+  EXPECT_NE(error_of(o).find("--spec: expected 0..7"), std::string::npos) << error_of(o);
+  o.spec = 2;
+  o.spec_source = "ngram";
+  EXPECT_NE(error_of(o).find("strata bench: --spec-source: expected mtp, lookup or auto, got 'ngram'"),
+            std::string::npos)
+      << error_of(o);
+  o.spec = 0;
+  o.spec_source = "lookup";
+  EXPECT_NE(error_of(o).find("--spec-source: only applies with --spec N > 0"), std::string::npos) << error_of(o);
+  // --forced fixes acceptances by pattern: no drafter runs, so the two cannot mix.
+  o = synth_options();
+  o.spec = 2;
+  o.forced = true;
+  EXPECT_NE(error_of(o).find("strata bench: --spec: cannot be combined with --forced"), std::string::npos)
+      << error_of(o);
+  o.window = 4;
+  EXPECT_NE(error_of(o).find("cannot be combined with --forced"), std::string::npos) << error_of(o);
+  o.forced = false;
+  EXPECT_NE(error_of(o).find("strata bench: --window: only applies with --forced; with --spec 2"), std::string::npos)
+      << error_of(o);
+  if (cuda_built()) {
+    o = synth_options();
+    o.device = "cuda";
+    o.spec = 2;
+    EXPECT_TRUE(validate(o).ok()) << error_of(o);
+    o.spec_source = "mtp";
+    EXPECT_NE(error_of(o).find("--spec-source mtp: the CUDA decoder has no MTP head"), std::string::npos)
+        << error_of(o);
+  }
+}
+
 TEST(Options, AcceptSchedule) {
   EXPECT_EQ(accepted_drafts({}, 4, 0), 3);
   EXPECT_EQ(accepted_drafts({}, 1, 7), 0);
@@ -161,6 +207,15 @@ TEST(OptionsCli, BadArgumentsExitTwoWithTheMessage) {
   p = run_cli("--synth q2_0 --window 3");
   EXPECT_EQ(p.rc, 2);
   EXPECT_NE(p.err.find("needs --forced"), std::string::npos) << p.err;
+  p = run_cli("--synth q2_0 --spec 2 --forced");
+  EXPECT_EQ(p.rc, 2);
+  EXPECT_NE(p.err.find("--spec: cannot be combined with --forced"), std::string::npos) << p.err;
+  p = run_cli("--synth q2_0 --spec 9");
+  EXPECT_EQ(p.rc, 2);
+  EXPECT_NE(p.err.find("--spec: expected 0..7"), std::string::npos) << p.err;
+  p = run_cli("--synth q2_0 --spec-source lookup");
+  EXPECT_EQ(p.rc, 2);
+  EXPECT_NE(p.err.find("--spec-source: only applies with --spec"), std::string::npos) << p.err;
   p = run_cli("--synth q2_0 --sweep-ctx 1,x");
   EXPECT_EQ(p.rc, 2);
   EXPECT_NE(p.err.find("--sweep-ctx"), std::string::npos) << p.err;

@@ -160,6 +160,58 @@ TEST_P(Runner, GreedyDecodeRunsAndRejectsWindows) {
   EXPECT_NE(bad.error().find("--forced"), std::string::npos);
 }
 
+// --spec through engine::generate: the greedy tokens are plain greedy decoding's (the
+// reference's windows are exact), the counts add up, and the meter still sees every window.
+TEST_P(Runner, SpecMatchesGreedyAndCountsAddUp) {
+  RunConfig plain = forced(10, 9);
+  plain.forced = false;
+  const RunResult base = run(plain);
+  EXPECT_EQ(base.spec.windows, 9);
+  EXPECT_EQ(base.spec.drafted, 0);
+  EXPECT_EQ(base.spec.accepted, 0);
+  for (engine::DraftSource source : {engine::DraftSource::Lookup, engine::DraftSource::Mtp, engine::DraftSource::Auto}) {
+    for (int n : {1, 3, 7}) {
+      RunConfig c = plain;
+      c.spec = n;
+      c.spec_source = source;
+      const RunResult r = run(c);
+      SCOPED_TRACE(::testing::Message() << "spec " << n << " source " << static_cast<int>(source));
+      EXPECT_EQ(r.tokens_generated, 9);
+      EXPECT_EQ(r.output_hash, base.output_hash);
+      EXPECT_EQ(r.output_head, base.output_head);
+      EXPECT_EQ(r.prompt_hash, base.prompt_hash);
+      EXPECT_EQ(r.spec.windows, r.windows);
+      EXPECT_EQ(r.tokens_generated, r.spec.windows + r.spec.accepted);
+      EXPECT_LE(r.spec.accepted, r.spec.drafted);
+      EXPECT_LE(r.spec.drafted, r.spec.windows * n);
+      EXPECT_EQ(static_cast<int64_t>(r.window_s.size()), r.windows);
+      EXPECT_EQ(r.decode_stages.at("head").calls, r.windows);  // one trunk pass per window
+      EXPECT_GT(r.decode_bytes.dense, 0u);
+      EXPECT_GT(r.decode_s, 0.0);
+      EXPECT_GT(r.prefill_s, 0.0);
+      if (source == engine::DraftSource::Lookup) {
+        EXPECT_EQ(r.spec.mtp_windows, 0);
+      }
+      if (source == engine::DraftSource::Mtp) {
+        EXPECT_EQ(r.spec.lookup_windows, 0);
+      }
+    }
+  }
+}
+
+TEST_P(Runner, ForcedScheduleImpliesSpecCounts) {
+  const RunResult r = run(forced(9, 10, 4, {1, 3}));
+  EXPECT_EQ(r.spec.windows, 4);
+  EXPECT_EQ(r.spec.drafted, 12);
+  EXPECT_EQ(r.spec.accepted, 8);  // 1 + 3 + 1 + 3
+  EXPECT_EQ(r.tokens_generated, r.spec.windows + r.spec.accepted);
+  EXPECT_DOUBLE_EQ(r.spec.acceptance_rate(), 8.0 / 12.0);
+  EXPECT_DOUBLE_EQ(r.spec.tokens_per_window(), 3.0);
+  const engine::SpecStats s = forced_spec_stats({}, 3, 5);
+  EXPECT_EQ(s.drafted, 10);
+  EXPECT_EQ(s.accepted, 10);
+}
+
 TEST_P(Runner, ContextLimitIsChecked) {
   auto r = run_once(*model_, forced(4090, 16));
   ASSERT_FALSE(r.ok());

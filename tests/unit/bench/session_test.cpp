@@ -71,6 +71,67 @@ TEST_F(Session, ForcedRunsRepeatExactly) {
   EXPECT_EQ(a->runs[0].decode_bytes.total(), b->runs[0].decode_bytes.total());
 }
 
+// Every JSON carries a "spec" object whose counts agree with themselves and with the run.
+void expect_consistent_spec(const nlohmann::json& j, const std::string& mode) {
+  ASSERT_TRUE(j.contains("spec")) << j.dump();
+  const nlohmann::json& s = j["spec"];
+  EXPECT_EQ(s["mode"], mode);
+  const int64_t windows = s["windows"], drafted = s["drafted"], accepted = s["accepted"], tokens = s["tokens"];
+  EXPECT_GT(windows, 0);
+  EXPECT_LE(accepted, drafted);
+  EXPECT_EQ(tokens, windows + accepted);
+  EXPECT_EQ(tokens, j["runs"][0]["tokens_generated"].get<int64_t>());
+  EXPECT_EQ(windows, j["runs"][0]["windows"].get<int64_t>());
+  EXPECT_DOUBLE_EQ(s["acceptance_rate"].get<double>(), drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0);
+  EXPECT_DOUBLE_EQ(s["accepted_per_window"].get<double>(), static_cast<double>(accepted) / windows);
+  EXPECT_DOUBLE_EQ(s["tokens_per_window"].get<double>(), static_cast<double>(tokens) / windows);
+  EXPECT_DOUBLE_EQ(s["decode_tok_s"].get<double>(), j["decode_tok_s"].get<double>());
+  EXPECT_EQ(s["windows"], j["runs"][0]["spec"]["windows"]);
+  EXPECT_EQ(s["accepted"], j["runs"][0]["spec"]["accepted"]);
+}
+
+TEST_F(Session, SpecObjectInEveryMode) {
+  Progress quiet(false);
+  Options o = options();
+  o.gen = 8;
+  o.window = 4;
+  o.accept = {1, 3};
+  auto forced = run_bench(o, quiet);
+  ASSERT_TRUE(forced.ok()) << forced.error();
+  nlohmann::json j = nlohmann::json::parse(to_json(*forced));
+  expect_consistent_spec(j, "forced");
+  EXPECT_EQ(j["spec"]["drafted"], 3 * j["spec"]["windows"].get<int64_t>());
+  EXPECT_EQ(j["spec"]["max_drafts"], 3);
+
+  o = options();
+  o.gen = 8;
+  o.forced = false;
+  auto plain = run_bench(o, quiet);
+  ASSERT_TRUE(plain.ok()) << plain.error();
+  j = nlohmann::json::parse(to_json(*plain));
+  expect_consistent_spec(j, "off");
+  EXPECT_EQ(j["spec"]["drafted"], 0);
+
+  for (const char* source : {"lookup", "mtp", "auto"}) {
+    o.spec = 3;
+    o.spec_source = source;
+    auto spec = run_bench(o, quiet);
+    ASSERT_TRUE(spec.ok()) << spec.error();
+    j = nlohmann::json::parse(to_json(*spec));
+    SCOPED_TRACE(source);
+    expect_consistent_spec(j, "drafts");
+    EXPECT_EQ(j["spec"]["source"], source);
+    EXPECT_EQ(j["spec"]["max_drafts"], 3);
+    EXPECT_EQ(j["spec"]["backend"], "fp32 reference");
+    EXPECT_EQ(j["spec"]["mtp_available"], std::string(source) != "lookup");  // the tiny model has an MTP block
+    EXPECT_EQ(j["spec"]["tokens"], 8);
+    // Greedy tokens do not depend on drafting.
+    EXPECT_EQ(spec->runs[0].output_hash, plain->runs[0].output_hash);
+    const std::string table = to_table(*spec);
+    EXPECT_NE(table.find("speculation (--spec 3, source " + std::string(source) + ")"), std::string::npos) << table;
+  }
+}
+
 TEST_F(Session, InvalidOptionsFailBeforeAnyWork) {
   Options o = options();
   o.device = "cuda";

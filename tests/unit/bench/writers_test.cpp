@@ -55,9 +55,15 @@ TEST(Json, SchemaFieldsPresent) {
   for (const char* key : {"schema", "timestamp", "command", "version", "machine", "device", "engine", "threads", "model",
                           "recipe", "forced", "seed", "window", "accept", "bandwidth", "ctx", "gen", "decode_tok_s",
                           "prefill_tok_s", "bytes_per_token", "roof_fraction", "peak_ram_bytes", "peak_vram_bytes",
-                          "runs", "notes"}) {
+                          "runs", "notes", "spec"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
+  for (const char* key : {"mode", "max_drafts", "source", "backend", "mtp_available", "windows", "drafted", "accepted",
+                          "acceptance_rate", "accepted_per_window", "tokens_per_window", "tokens", "decode_tok_s",
+                          "mtp", "lookup"}) {
+    EXPECT_TRUE(j["spec"].contains(key)) << key;
+  }
+  EXPECT_TRUE(j["runs"][0].contains("spec"));
   for (const char* key : {"cpu_model", "cores", "threads", "llc_bytes", "ram_bytes"}) EXPECT_TRUE(j["machine"].contains(key)) << key;
   for (const char* key : {"ctx", "decode_tok_s", "prefill_tok_s", "bytes_per_token", "roof_fraction", "decode_bytes",
                           "stages", "window_s", "output_fnv1a"}) {

@@ -12,24 +12,14 @@
 #include "strata/model/config.h"
 #include "strata/model/weights.h"
 #include "strata/synth/synth.h"
+#include "temp_dir.h"
 
 namespace strata::synth {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "strata-shape-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 // The header (keys, a 248k-token vocabulary, ~1.6k tensor infos) is a few MB; anything near
 // the tensor data's size means holes were written as data.
@@ -40,7 +30,7 @@ TEST(SynthShapePack, FullGeometryIsHolesWithThePlansLayout) {
   o.recipe = Recipe::IQ3_XXS;  // the released geometry: 48 layers, 512 experts
   auto plan = make_plan(o);
   ASSERT_TRUE(plan.ok()) << plan.error();
-  TempDir dir;
+  TempDir dir("strata-shape");
   const std::string path = (fs::path(dir.path()) / "shape.gguf").string();
   const Status written = write_shape_pack(*plan, path);
   ASSERT_TRUE(written.ok()) << written.message();

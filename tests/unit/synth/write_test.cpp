@@ -18,24 +18,14 @@
 #include "strata/model/weights.h"
 #include "strata/quant/dequant.h"
 #include "strata/synth/synth.h"
+#include "temp_dir.h"
 
 namespace strata::synth {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "strata-synth-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 Plan make(Options o) {
   auto plan = make_plan(o);
@@ -73,7 +63,7 @@ TEST(SynthWrite, SliceReadsBackAsPlanned) {
   o.experts = 16;
   o.mtp = true;
   const Plan plan = make(o);
-  TempDir dir;
+  TempDir dir("strata-synth");
   auto paths = write_pack(plan, dir.path());
   ASSERT_TRUE(paths.ok()) << paths.error();
   ASSERT_EQ(paths->size(), 2u);
@@ -156,7 +146,7 @@ TEST(SynthWrite, UdSliceUsesSplitLayoutAndLoads) {
   const Plan plan = make(o);
   ASSERT_EQ(plan.shards.size(), 2u);  // metadata only, then everything (under 50 GB)
   EXPECT_EQ(plan.shards[0].n_tensors, 0u);
-  TempDir dir;
+  TempDir dir("strata-synth");
   auto paths = write_pack(plan, dir.path());
   ASSERT_TRUE(paths.ok()) << paths.error();
   auto model = gguf::Model::open((*paths)[1]);
