@@ -58,11 +58,12 @@ build_s=$(( $(date +%s) - start ))
 echo "build rc=0 seconds=$build_s" >>"$OUT/steps.txt"
 strata=build-device/bin/strata
 
-# What the benches need most time for is kept back from the checks before them.
-bench_reserve=240
+# What the benches need is kept back from the checks before them (each full-geometry bench
+# took ~20 s on the H200 on 2026-11-30: upload 3 s, prefill 4096 tokens 9 s, decode and sweep).
+bench_reserve=90
 guard devices 60 "$bench_reserve" bash -c '"$0" devices --measure --json >"$1"' "$strata" "$OUT/devices.json"
 
-guard parity 90 "$bench_reserve" "$strata" parity --json "$OUT/parity.json" --bench
+guard parity 240 "$bench_reserve" "$strata" parity --json "$OUT/parity.json" --bench
 
 # The decoder against the reference, on every tiny model (--model is repeatable) and on
 # synthetic slices.
@@ -77,7 +78,7 @@ guard parity-decoder 120 "$bench_reserve" "$strata" parity "${models[@]}" --synt
 # and the decoder generates the weights as it uploads them.
 reserve=$(( bench_reserve / 2 ))
 for recipe in iq3_xxs q2_0; do
-  guard "bench-$recipe" 200 "$reserve" "$strata" bench --device cuda --synth "$recipe" --layers 48 --ctx 4096 --gen 128 \
+  guard "bench-$recipe" 60 "$reserve" "$strata" bench --device cuda --synth "$recipe" --layers 48 --ctx 4096 --gen 128 \
     --forced --window-sweep 1,2,3,4,8 --synth-dir /tmp/strata-shape --json "$OUT/bench-$recipe.json" "$@"
   reserve=0
 done
