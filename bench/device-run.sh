@@ -9,6 +9,8 @@
 # linked against the device's libicuuc.so.74 by renaming entry points to the _74 suffix.
 #
 # Usage (device): bash bench/device-run.sh [extra strata bench args]
+# STRATA_DEVICE_STEPS=a,b runs only the named steps (devices, parity, parity-decoder, run-spec,
+# bench) after the build; unset runs them all.
 # Steps and their logs: $OUT/steps.txt, $OUT/<step>.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +28,11 @@ deadline=$(( start + ${STRATA_DEVICE_BUDGET_S:-540} ))
 guard() {
   local name=$1 cap=$2 reserve=$3
   shift 3
+  if [ -n "${STRATA_DEVICE_STEPS:-}" ] && [[ ",$STRATA_DEVICE_STEPS," != *",${name%%-[iq][q0-9]*},"* ]] \
+     && [[ ",$STRATA_DEVICE_STEPS," != *",$name,"* ]]; then
+    echo "$name not selected" >>"$OUT/steps.txt"
+    return 0
+  fi
   local left=$(( deadline - $(date +%s) - 15 - reserve ))
   if (( left < cap )); then cap=$left; fi
   if (( cap < 5 )); then
@@ -58,12 +65,44 @@ build_s=$(( $(date +%s) - start ))
 echo "build rc=0 seconds=$build_s" >>"$OUT/steps.txt"
 strata=build-device/bin/strata
 
-# What the benches need is kept back from the checks before them (each full-geometry bench
-# took ~20 s on the H200 on 2026-11-30: upload 3 s, prefill 4096 tokens 9 s, decode and sweep).
-bench_reserve=90
+# What the three benches need is kept back from the checks before them (each full-geometry
+# bench took 13-16 s on the H200 on 2026-11-30: upload 3 s, prefill 4096 tokens 8 s, decode and
+# sweep).
+bench_reserve=60
 guard devices 60 "$bench_reserve" bash -c '"$0" devices --measure --json >"$1"' "$strata" "$OUT/devices.json"
 
-guard parity 240 "$bench_reserve" "$strata" parity --json "$OUT/parity.json" --bench
+# Every kernel case, in 8 processes that share the GPU (--shard K/8; one alone took over 4
+# minutes, mostly host reference work), then their results as one parity.json.
+parity_shards() {
+  local k pids=()
+  for k in 0 1 2 3 4 5 6 7; do
+    "$strata" parity --shard "$k/8" --json "$OUT/parity-$k.json" >"$OUT/parity-$k.log" 2>&1 & pids+=($!)
+  done
+  local rc=0
+  for k in "${pids[@]}"; do wait "$k" || rc=1; done
+  python3 - "$OUT" <<'PY'
+import json, sys
+out = sys.argv[1]
+merged = {"cases": [], "summary": {"passed": 0, "failed": 0, "skipped": 0}}
+for k in range(8):
+    try:
+        j = json.load(open(f"{out}/parity-{k}.json"))
+    except (OSError, ValueError):
+        merged["summary"]["failed"] += 1  # a shard that wrote nothing counts as a failure
+        merged.setdefault("missing_shards", []).append(k)
+        continue
+    merged["cases"] += j.get("cases", [])
+    for key in ("passed", "failed", "skipped"):
+        merged["summary"][key] += j.get("summary", {}).get(key, 0)
+json.dump(merged, open(f"{out}/parity.json", "w"), indent=1)
+PY
+  cat "$OUT"/parity-?.log >"$OUT/parity-all.log"
+  rm -f "$OUT"/parity-?.log "$OUT"/parity-?.json
+  return $rc
+}
+export -f parity_shards
+export strata OUT
+guard parity 200 "$bench_reserve" bash -c parity_shards
 
 # The decoder against the reference, on every tiny model (--model is repeatable) and on
 # synthetic slices.
@@ -71,8 +110,54 @@ models=()
 for model in .deps/tiny/*.gguf; do
   [ -e "$model" ] && models+=(--model "$model")
 done
-guard parity-decoder 120 "$bench_reserve" "$strata" parity "${models[@]}" --synth-slices \
+guard parity-decoder 120 "$bench_reserve" "$strata" parity "${models[@]}" --synth-slices --filter decoder \
   --json "$OUT/parity-decoder.json"
+
+# `strata run --device cuda` with speculation: greedy ids identical to the CPU reference's, with
+# and without verify windows. Two prompts: one that repeats itself, and one that holds the
+# model's own greedy continuation of a prefix and then that prefix again, so prompt lookup
+# drafts tokens the trunk accepts (random weights accept nothing otherwise).
+run_spec() {
+  local model=$1 base=1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4 n=96
+  "$strata" run -m "$model" --tokens "$base" -n 32 --device cpu --ids-out "$OUT/run-seed.json" >/dev/null
+  local echo_prompt
+  echo_prompt=$(python3 -c 'import json,sys; b=sys.argv[1]; c=json.load(open(sys.argv[2]))["ids"]; print(",".join([b]+[str(i) for i in c]+[b]))' \
+    "$base" "$OUT/run-seed.json")
+  local name prompt
+  for name in plain echo; do
+    if [ "$name" = plain ]; then prompt=$base; else prompt=$echo_prompt; fi
+    "$strata" run -m "$model" --tokens "$prompt" -n $n --device cpu --ids-out "$OUT/run-$name-cpu.json" >/dev/null
+    "$strata" run -m "$model" --tokens "$prompt" -n $n --device cuda --ids-out "$OUT/run-$name-cuda.json" >/dev/null
+    "$strata" run -m "$model" --tokens "$prompt" -n $n --device cuda --spec 4 --spec-source lookup \
+      --ids-out "$OUT/run-$name-cuda-spec4.json" >/dev/null
+    if "$strata" run -m "$model" --tokens "$prompt" -n 1 --device cuda --spec 4 --spec-source mtp >/dev/null 2>&1; then
+      "$strata" run -m "$model" --tokens "$prompt" -n $n --device cuda --spec 4 --spec-source mtp \
+        --ids-out "$OUT/run-$name-cuda-mtp4.json" >/dev/null
+    fi
+  done
+  python3 - "$OUT" <<'PY'
+import glob, json, os, sys
+out = sys.argv[1]
+bad = 0
+for name in ("plain", "echo"):
+    ref = json.load(open(f"{out}/run-{name}-cpu.json"))["ids"]
+    for path in sorted(glob.glob(f"{out}/run-{name}-cuda*.json")):
+        r = json.load(open(path))
+        same = r["ids"] == ref
+        first = next((i for i, (a, b) in enumerate(zip(r["ids"], ref)) if a != b), None)
+        s = r.get("stats", {})
+        print(f"run-spec {os.path.basename(path)[4:-5]}: {len(r['ids'])} ids, identical to cpu: {same}"
+              f"{'' if same else f' (first difference at {first})'}; windows {s.get('windows')}, "
+              f"drafted {s.get('drafted')}, accepted {s.get('accepted')}, tokens/window {s.get('tokens_per_window')}")
+        bad += not same
+sys.exit(1 if bad else 0)
+PY
+}
+if [ -e .deps/tiny/gpu_geom_mtp-f32.gguf ]; then
+  export -f run_spec
+  export strata OUT
+  guard run-spec 60 "$bench_reserve" bash -c 'run_spec "$0"' .deps/tiny/gpu_geom_mtp-f32.gguf
+fi
 
 # Full released geometry (48 layers, 512 experts); the shape-only packs are a few MB under /tmp
 # and the decoder generates the weights as it uploads them.
@@ -82,6 +167,10 @@ for recipe in iq3_xxs q2_0; do
     --forced --window-sweep 1,2,3,4,8 --synth-dir /tmp/strata-shape --json "$OUT/bench-$recipe.json" "$@"
   reserve=0
 done
+# The other arm of the same run: iq3_xxs with programmatic dependent launch on (STRATA_PDL=1;
+# off by default, src/cuda/launch.cu says why).
+guard bench-iq3_xxs-pdl 45 0 env STRATA_PDL=1 "$strata" bench --device cuda --synth iq3_xxs --layers 48 --ctx 4096 \
+  --gen 128 --forced --synth-dir /tmp/strata-shape --json "$OUT/bench-iq3_xxs-pdl.json" "$@"
 
 echo "== summary"
 echo "build_seconds $build_s (nproc $(nproc))"
@@ -113,16 +202,16 @@ for name in ("parity", "parity-decoder"):
 
 print(f"\n{'recipe':<9} {'T':>2} {'ms/window':>10} {'ms/token':>9} {'tok/s':>8} {'GB/token':>9} {'roof':>6} "
       f"{'proj a=.75':>10}  top profile stages")
-for recipe in ("iq3_xxs", "q2_0"):
+for recipe in ("iq3_xxs", "q2_0", "iq3_xxs-pdl"):
     j = load(f"bench-{recipe}.json")
     if j is None or "cuda" not in j:
         print(f"{recipe:<9} no result (see bench-{recipe}.log)")
         continue
     c = j["cuda"]
-    print(f"{recipe:<9} weights {c['weight_bytes'] / 1e9:.1f} GB, graph nodes {c['graph_nodes']}, "
+    print(f"{recipe} weights {c['weight_bytes'] / 1e9:.1f} GB, graph nodes {c['graph_nodes']}, "
           f"prefill {j['prefill_tok_s']:.0f} tok/s, roof {j['bandwidth']['gb_s']:.0f} GB/s, "
           f"slope {c['slope_ms_per_row']:.3f} ms/row")
-    for r in [c["decode"]] + c["sweep"]:
+    for r in [c["decode"]] + c.get("sweep", []):
         top = sorted(r["profile"], key=lambda s: -s["ms"])[:3]
         stages = ", ".join(f"{s['stage']} {100 * s['share']:.0f}%" for s in top)
         print(f"{'':<9} {r['window']:>2} {r['window_ms_median']:>10.3f} {r['ms_per_token']:>9.3f} {r['tok_s']:>8.1f} "

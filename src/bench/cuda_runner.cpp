@@ -276,7 +276,7 @@ Result<CudaWindowRun> CudaRunner::decode(int t, bool record) {
 // are holes, and hold the weights twice; this Backend wraps the decoder whose weights the plan
 // filled. The prompt runs in windows of kMaxWindow, as CudaBackend's prefill; each decode
 // window is timed from the end of the previous one (drafting included) to the end of its
-// commit, and its bytes are window_bytes() of its rows. No MTP head (lookup drafts only).
+// commit, and its bytes are window_bytes() of its rows (the MTP head's reads are not counted).
 class TimedDecoderBackend final : public engine::Backend {
  public:
   TimedDecoderBackend(cuda::Decoder& dec, const reference::Model& m, Progress& progress, RunResult& prefill,
@@ -297,6 +297,7 @@ class TimedDecoderBackend final : public engine::Backend {
       request.logits = rows != engine::LogitRows::None && at + n == tokens.size();
       auto out = dec_.forward(tokens.subspan(at, n), request);
       if (!out) return out.status();
+      if (dec_.has_mtp()) STRATA_TRY(dec_.mtp_window());
       STRATA_TRY(dec_.commit(static_cast<int>(n)));
       last = window_of(std::move(*out), rows);
       progress_.update("prefill", static_cast<double>(at + n), static_cast<double>(tokens.size()), "tok");
@@ -315,6 +316,7 @@ class TimedDecoderBackend final : public engine::Backend {
     request.logits = rows != engine::LogitRows::None;
     auto out = dec_.forward(tokens, request);
     if (!out) return out.status();
+    if (dec_.has_mtp()) STRATA_TRY(dec_.mtp_window());
     return window_of(std::move(*out), rows);
   }
 
@@ -327,14 +329,12 @@ class TimedDecoderBackend final : public engine::Backend {
     return Status::ok_status();
   }
 
-  bool has_mtp() const override { return false; }
-  Result<std::vector<float>> mtp_sync() override { return no_mtp(); }
-  Result<std::vector<float>> mtp_start(int32_t) override { return no_mtp(); }
-  Result<std::vector<float>> mtp_continue(int32_t) override { return no_mtp(); }
+  bool has_mtp() const override { return dec_.has_mtp(); }
+  Result<std::vector<float>> mtp_sync() override { return dec_.mtp_sync(); }
+  Result<std::vector<float>> mtp_start(int32_t next) override { return dec_.mtp_start(next); }
+  Result<std::vector<float>> mtp_continue(int32_t draft) override { return dec_.mtp_continue(draft); }
 
  private:
-  static Status no_mtp() { return Status::error("strata bench: the CUDA decoder has no MTP head yet"); }
-
   engine::BackendWindow window_of(cuda::WindowOutput&& out, engine::LogitRows rows) const {
     engine::BackendWindow w;
     w.n_rows = out.n_rows;
@@ -469,6 +469,9 @@ Result<Report> run_cuda_bench(const Options& o, Progress& progress) {
   dopt.max_ctx = cache_tokens(o);
   dopt.max_window = kMaxWindow;
   dopt.upload_threads = o.threads;
+  // --spec with MTP drafts (mtp, or auto) keeps the head; the decoder ignores it on a model
+  // without one (lookup drafts only then).
+  dopt.mtp = o.spec > 0 && o.spec_source != "lookup";
   cs.max_ctx = dopt.max_ctx;
   cs.max_window = dopt.max_window;
   cs.prefill_window = kMaxWindow;

@@ -100,9 +100,6 @@ Status check_spec(const Options& o) {
     return fail("--window", fmt::format("only applies with --forced; with --spec {} a window holds 1 + up to {} "
                                         "drafts, as many as the drafter proposes", o.spec, o.spec));
   }
-  if (o.device == "cuda" && o.spec_source == "mtp") {
-    return fail("--spec-source mtp", "the CUDA decoder has no MTP head yet (use lookup or auto)");
-  }
   return Status::ok_status();
 }
 

@@ -113,7 +113,7 @@ void add_options(CLI::App& app, BenchArgs& a) {
                                    "rate and tokens per window; not with --forced");
   app.add_option("--spec-source", o.spec_source, "with --spec: draft source mtp (the MTP head), lookup (prompt "
                                                  "lookup) or auto (lookup when the newest 3-gram recurs, else MTP; "
-                                                 "the default). --device cuda: lookup or auto");
+                                                 "the default)");
   app.add_option("--seed", o.seed, "seed of the token stream (default 0x5EED)");
   app.add_option("--sweep-ctx", a.sweep, "run each context (e.g. 256,1024,4096) instead of --ctx and plot tok/s");
   app.add_option("--prefill-chunk", o.prefill_chunk, "prompt tokens per forward call (default 512)");

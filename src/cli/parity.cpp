@@ -23,6 +23,7 @@ struct ParityCliOptions {
   int device = 0;
   uint64_t seed = 0x5EED2026u;
   std::string filter;
+  std::string shard;  // "K/N"
   std::string json;
   bool bench = false;
   int bench_reps = 20;
@@ -37,6 +38,16 @@ int run_parity_command(const ParityCliOptions& o) {
   opt.device = o.device;
   opt.seed = o.seed;
   opt.filter = o.filter;
+  if (!o.shard.empty()) {
+    int k = -1, n = 0;
+    char tail = 0;
+    if (std::sscanf(o.shard.c_str(), "%d/%d%c", &k, &n, &tail) != 2 || n < 1 || k < 0 || k >= n) {
+      fmt::print(stderr, "strata parity: --shard: expected K/N with 0 <= K < N, got '{}'\n", o.shard);
+      return 1;
+    }
+    opt.shard_index = k;
+    opt.shard_count = n;
+  }
   opt.json_path = o.json;
   opt.bench = o.bench;
   opt.bench_reps = o.bench_reps;
@@ -66,6 +77,8 @@ CommandMain add_parity_command(CLI::App& app) {
   app.add_flag("--bench", opt->bench, "Time each mmvq case that passed (median of graph launches, weights rotated past the L2)");
   app.add_option("--bench-reps", opt->bench_reps, "Timed rounds per case")->check(CLI::Range(3, 1000));
   app.add_option("--filter", opt->filter, "Run only the cases whose line contains this text, e.g. 'mmvq(type=iq3_xxs'");
+  app.add_option("--shard", opt->shard, "K/N: run only the cases whose line hashes to shard K of N (N processes "
+                                       "in parallel cover every case once)");
   app.add_option("--seed", opt->seed, "Seed of the random inputs");
   app.add_option("--device", opt->device, "CUDA device index")->check(CLI::NonNegativeNumber);
   app.add_flag("--host-only", opt->host_only, "Only the host run of the device decoders (no GPU needed)");

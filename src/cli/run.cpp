@@ -198,14 +198,12 @@ Status run(const RunOptions& opt) {
     if (!c.plan.has_mtp()) {
       return Status::error(fmt::format("strata run: --spec-source mtp: {} has no MTP block (nextn_predict_layers)", opt.model));
     }
-    if (cuda) return Status::error("strata run: --spec-source mtp: the CUDA backend has no MTP head yet; use lookup or auto");
   }
-  if (want_mtp && cuda) return Status::error("strata run: --mtp-logits-out needs --device cpu (no MTP head on CUDA yet)");
 
   engine::BackendOptions bo;
   bo.device = cuda ? engine::Device::Cuda : engine::Device::Cpu;
-  // The CUDA backend drafts by lookup only: auto falls back to it there.
-  bo.mtp = want_mtp || (spec_mtp && !cuda && c.plan.has_mtp());
+  bo.mtp = want_mtp || (spec_mtp && c.plan.has_mtp());
+  bo.mtp_all_logits = want_mtp;
   bo.prefill_gdn = opt.no_chunked ? reference::GdnPath::Recurrent : reference::GdnPath::Auto;
 #if STRATA_HAVE_CUDA
   auto backend = cuda ? cuda::create_engine_backend(model, bo) : engine::create_backend(model, bo);
@@ -238,8 +236,7 @@ Status run(const RunOptions& opt) {
                opt.spec_source,
                (*backend)->has_mtp() || opt.spec.source == engine::DraftSource::Lookup
                    ? ""
-                   : cuda ? "; the CUDA backend has no MTP head yet: prompt lookup only"
-                          : "; the model has no MTP head: prompt lookup only");
+                   : "; the model has no MTP head: prompt lookup only");
   }
   if (!opt.ids_out.empty()) STRATA_TRY(write_ids_json(opt.ids_out, r, opt, **backend));
   const std::vector<float>& logits_rows = r.logits;
@@ -298,7 +295,7 @@ CommandMain add_run_command(CLI::App& app) {
   app.add_option("--spec-source", opt->spec_source,
                  "draft source: mtp (the MTP head), lookup (prompt lookup: what followed the newest 3-, 2- or\n"
                  "1-gram earlier in the context), auto (lookup when the newest 3-gram recurs, else MTP; the\n"
-                 "default). The CUDA backend has no MTP head yet: lookup only there")
+                 "default)")
       ->check(CLI::IsMember({"mtp", "lookup", "auto"}));
   app.add_option("--ids-out", opt->ids_out,
                  "write the generated token ids as JSON: {\"ids\": [...], \"prompt_tokens\": P, \"stats\": {...}}\n"

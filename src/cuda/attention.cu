@@ -13,6 +13,8 @@
 #include <string>
 
 #include "common.cuh"
+#include "launch.cuh"
+#include "q8_1.cuh"
 
 namespace strata::cuda {
 namespace {
@@ -87,6 +89,7 @@ struct PrepKernelArgs {
   int T, nh, nkv, hd, nih, id, ratio;
   int64_t max_ctx;
   float eps;
+  int64_t qg_stride, kv_stride, iq_stride, ik_stride;  // floats between the rows of t (resolved, never 0)
 };
 
 // One CTA per head vector: T*nh queries, then T*nkv keys (with their values), then (QSA) T*nih
@@ -94,6 +97,8 @@ struct PrepKernelArgs {
 __global__ void __launch_bounds__(kPrepThreads) attn_prep_kernel(PrepKernelArgs p, RopeFreqs rf) {
   __shared__ float buf[kMaxVector];
   __shared__ double red[kPrepThreads / 32];
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t pos = *p.pos;
   int i = blockIdx.x;
   const float* src = nullptr;
@@ -103,14 +108,14 @@ __global__ void __launch_bounds__(kPrepThreads) attn_prep_kernel(PrepKernelArgs 
   if (i < p.T * p.nh) {
     t = i / p.nh;
     const int h = i % p.nh;
-    src = p.a.qg + static_cast<int64_t>(t * p.nh + h) * 2 * p.hd;
+    src = p.a.qg + t * p.qg_stride + static_cast<int64_t>(h) * 2 * p.hd;
     dst = p.a.q_out + static_cast<int64_t>(t * p.nh + h) * p.hd;
     w = p.a.q_norm;
     n = p.hd;
   } else if ((i -= p.T * p.nh) < p.T * p.nkv) {
     t = i / p.nkv;
     if (pos + t >= p.max_ctx) return;  // the caller keeps pos + T <= max_ctx; never write past the cache
-    const int64_t row = static_cast<int64_t>(t * p.nkv + i % p.nkv) * p.hd;
+    const int64_t row = t * p.kv_stride + static_cast<int64_t>(i % p.nkv) * p.hd;
     const int64_t crow = ((pos + t) * p.nkv + i % p.nkv) * p.hd;
     for (int j = threadIdx.x; j < p.hd; j += kPrepThreads) p.cache.v[crow + j] = p.a.v[row + j];
     src = p.a.k + row;
@@ -119,16 +124,15 @@ __global__ void __launch_bounds__(kPrepThreads) attn_prep_kernel(PrepKernelArgs 
     n = p.hd;
   } else if ((i -= p.T * p.nkv) < p.T * p.nih) {
     t = i / p.nih;
-    const int64_t row = static_cast<int64_t>(t * p.nih + i % p.nih) * p.id;
-    src = p.a.iq + row;
-    dst = p.a.qi_out + row;
+    src = p.a.iq + t * p.iq_stride + static_cast<int64_t>(i % p.nih) * p.id;
+    dst = p.a.qi_out + static_cast<int64_t>(t * p.nih + i % p.nih) * p.id;
     w = p.a.iq_norm;
     n = p.id;
   } else {
     t = i - p.T * p.nih;
     if (pos + t >= p.max_ctx) return;
     for (int j = threadIdx.x; j < p.id; j += kPrepThreads)
-      p.cache.index_k[(pos + t) * p.id + j] = p.a.ik[static_cast<int64_t>(t) * p.id + j];
+      p.cache.index_k[(pos + t) * p.id + j] = p.a.ik[t * p.ik_stride + j];
     return;
   }
   for (int j = threadIdx.x; j < n; j += kPrepThreads) buf[j] = src[j];
@@ -142,6 +146,8 @@ __global__ void __launch_bounds__(kPrepThreads) attn_prep_kernel(PrepKernelArgs 
 __global__ void __launch_bounds__(kPrepThreads) block_key_kernel(PrepKernelArgs p, RopeFreqs rf) {
   __shared__ float buf[kMaxVector];
   __shared__ double red[kPrepThreads / 32];
+  pdl_launch_dependents();
+  pdl_wait();  // the raw keys attn_prep_kernel appended
   const int64_t pos = *p.pos;
   const int64_t b = pos / p.ratio + blockIdx.x;
   if (b >= (pos + p.T) / p.ratio || b >= p.max_ctx / p.ratio) return;
@@ -203,6 +209,8 @@ ScratchLayout scratch_layout(const AttnDims& d, int T) {
 __global__ void __launch_bounds__(256) chosen_bitmap_kernel(const int32_t* __restrict__ sel, int top_blocks,
                                                            const int32_t* __restrict__ n_sel, uint32_t* bitmap,
                                                            int64_t words) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int t = blockIdx.x;
   const int ns = n_sel[t];
   if (ns < 0) return;  // dense row: the bitmap is not read
@@ -257,6 +265,8 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) attn_split_kernel(DecodeKer
   int* warp_tot = reinterpret_cast<int*>(masks + kListCap);  // 32 ints
   int* n_sel_s = warp_tot + 32;                              // kMaxWindowRows ints
 
+  pdl_launch_dependents();
+  pdl_wait();
   const int s = blockIdx.x, g = blockIdx.y;
   const int64_t pos = *p.pos;
   const attn_detail::SplitPlan plan = attn_detail::split_plan(pos + p.T, p.splits);
@@ -410,35 +420,88 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) attn_split_kernel(DecodeKer
   }
 }
 
-// One CTA per (row, head): merges the active splits' partial softmax sums (in split order) and
-// applies the sigmoid gate from qg.
-__global__ void __launch_bounds__(256) attn_combine_kernel(DecodeKernelArgs p, const float* __restrict__ qg,
-                                                           float* __restrict__ o) {
+// One warp-sized CTA per (row, head, 128-dim slice): merges the active splits' partial softmax
+// sums (in split order) and applies the sigmoid gate from qg (row t at qg + t * qg_stride). Lane
+// i owns 4 consecutive dims (the layout of quantize_q8_1_quad, 8 lanes per 32-value block), so
+// with o_q8 the CTA also writes its slice's q8_1 blocks from the values just stored
+// (quantize_q8_1's bytes). The per-split loads are issued a batch at a time before the
+// in-order accumulation uses them.
+constexpr int kCombineThreads = 32;
+constexpr int kCombineDims = 4 * kCombineThreads;  // dims per CTA; hd (128 or 256) is a multiple
+constexpr int kCombineBatch = 16;                  // partial vectors in flight per lane
+
+__global__ void __launch_bounds__(kCombineThreads) attn_combine_kernel(DecodeKernelArgs p, const float* __restrict__ qg,
+                                                                       int64_t qg_stride, float* __restrict__ o,
+                                                                       uint8_t* __restrict__ o_q8,
+                                                                       int64_t o_q8_stride) {
   __shared__ float weight[kMaxSplitsTotal];
+  __shared__ float part_l[kMaxSplitsTotal];
   __shared__ float inv_l;
+  pdl_launch_dependents();
+  pdl_wait();
   const int t = blockIdx.x / p.nh, h = blockIdx.x % p.nh;
+  const int lane = threadIdx.x;
+  const int a0 = blockIdx.y * kCombineDims + 4 * lane;
   const int64_t pos = *p.pos;
   const int active = attn_detail::split_plan(pos + p.T, p.splits).active;
   const int64_t stride = static_cast<int64_t>(p.T) * p.nh;
   const int64_t r0 = static_cast<int64_t>(t) * p.nh + h;
-  if (threadIdx.x == 0) {
-    float mx = -INFINITY;
-    for (int s = 0; s < active; ++s) mx = fmaxf(mx, p.part_m[s * stride + r0]);
+  const float* gate = qg + t * qg_stride + static_cast<int64_t>(h) * 2 * p.hd + p.hd;
+  float gv[4];  // scalar loads: qg_stride need not keep float4 alignment
+#pragma unroll
+  for (int e = 0; e < 4; ++e) gv[e] = gate[a0 + e];
+  // The max over the splits: fmaxf is exact and order-free (a zero's sign cannot change
+  // expf(ms - mx)), so the lanes reduce it in parallel; weights and the sum as before, the sum
+  // in split order.
+  float mx = -INFINITY;
+  float ms_own[kMaxSplitsTotal / kCombineThreads];
+#pragma unroll
+  for (int j = 0; j < kMaxSplitsTotal / kCombineThreads; ++j) {
+    const int s = lane + kCombineThreads * j;
+    ms_own[j] = s < active ? p.part_m[s * stride + r0] : -INFINITY;
+    if (s < active) part_l[s] = p.part_l[s * stride + r0];
+    mx = fmaxf(mx, ms_own[j]);
+  }
+  mx = warp_max(mx);
+#pragma unroll
+  for (int j = 0; j < kMaxSplitsTotal / kCombineThreads; ++j) {
+    const int s = lane + kCombineThreads * j;
+    if (s < active) weight[s] = ms_own[j] == -INFINITY ? 0.0f : expf(ms_own[j] - mx);
+  }
+  __syncwarp();
+  if (lane == 0) {
     float sum = 0.0f;
-    for (int s = 0; s < active; ++s) {
-      const float ms = p.part_m[s * stride + r0];
-      weight[s] = ms == -INFINITY ? 0.0f : expf(ms - mx);
-      sum += weight[s] * p.part_l[s * stride + r0];
-    }
+    for (int s = 0; s < active; ++s) sum += weight[s] * part_l[s];
     inv_l = 1.0f / sum;
   }
-  __syncthreads();
-  const float* gate = qg + r0 * 2 * p.hd + p.hd;
-  for (int a = threadIdx.x; a < p.hd; a += 256) {
-    float acc = 0.0f;
-    for (int s = 0; s < active; ++s) acc += weight[s] * p.part_o[(s * stride + r0) * p.hd + a];
-    const float sig = 1.0f / (1.0f + expf(-gate[a]));
-    o[r0 * p.hd + a] = (acc * inv_l) * sig;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int s0 = 0; s0 < active; s0 += kCombineBatch) {
+    float4 part[kCombineBatch];
+#pragma unroll
+    for (int j = 0; j < kCombineBatch; ++j)
+      if (s0 + j < active) part[j] = *reinterpret_cast<const float4*>(p.part_o + ((s0 + j) * stride + r0) * p.hd + a0);
+#pragma unroll
+    for (int j = 0; j < kCombineBatch; ++j) {
+      if (s0 + j >= active) break;
+      const int s = s0 + j;
+      acc[0] += weight[s] * part[j].x;
+      acc[1] += weight[s] * part[j].y;
+      acc[2] += weight[s] * part[j].z;
+      acc[3] += weight[s] * part[j].w;
+    }
+  }
+  __syncwarp();  // inv_l
+  float v[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float sig = 1.0f / (1.0f + expf(-gv[e]));
+    v[e] = (acc[e] * inv_l) * sig;
+    o[r0 * p.hd + a0 + e] = v[e];
+  }
+  if (o_q8) {
+    const int64_t col = static_cast<int64_t>(h) * p.hd + a0;  // column in the row of nh * hd
+    quantize_q8_1_quad(make_float4(v[0], v[1], v[2], v[3]), true, o_q8 + t * o_q8_stride, col / 32,
+                       (a0 / 4) & 7);
   }
 }
 
@@ -478,16 +541,22 @@ Status attn_prep(const AttnDims& d, const AttnPrepArgs& a, const int64_t* pos, i
   if (!cache.k || !cache.v) return Status::error("attn_prep: cache.k and cache.v are required");
   if (d.ratio > 0 && (!a.iq || !a.ik || !a.iq_norm || !a.ik_norm || !a.qi_out || !cache.index_k || !cache.block_k))
     return Status::error("attn_prep: iq, ik, iq_norm, ik_norm, qi_out, cache.index_k and cache.block_k are required when ratio > 0");
+  const int64_t nq = static_cast<int64_t>(d.n_head) * 2 * d.head_dim, nkv = static_cast<int64_t>(d.n_head_kv) * d.head_dim;
+  const int64_t niq = static_cast<int64_t>(d.idx_heads) * d.idx_head_dim;
+  const auto resolve = [](int64_t stride, int64_t row) { return stride == 0 ? row : stride; };
   const PrepKernelArgs p{a,    cache, pos, T, d.n_head, d.n_head_kv, d.head_dim, d.ratio > 0 ? d.idx_heads : 0,
-                         d.idx_head_dim, d.ratio, d.max_ctx, d.eps};
+                         d.idx_head_dim, d.ratio, d.max_ctx, d.eps, resolve(a.qg_stride, nq),
+                         resolve(a.kv_stride, nkv), resolve(a.iq_stride, niq), resolve(a.ik_stride, d.idx_head_dim)};
+  if (p.qg_stride < nq || p.kv_stride < nkv || (d.ratio > 0 && (p.iq_stride < niq || p.ik_stride < d.idx_head_dim)))
+    return Status::error("attn_prep: a row stride is shorter than its rows (qg " + std::to_string(p.qg_stride) +
+                         ", k/v " + std::to_string(p.kv_stride) + ", iq " + std::to_string(p.iq_stride) + ", ik " +
+                         std::to_string(p.ik_stride) + ")");
   const RopeFreqs rf = rope_freqs(d.n_rot, d.rope_theta);
   const int ctas = T * (d.n_head + d.n_head_kv) + (d.ratio > 0 ? T * (d.idx_heads + 1) : 0);
-  attn_prep_kernel<<<ctas, kPrepThreads, 0, stream>>>(p, rf);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(attn_prep_kernel, dim3(ctas), dim3(kPrepThreads), 0, stream, p, rf));
   if (d.ratio > 0) {
     // A second launch: the block keys read the raw keys the first one wrote.
-    block_key_kernel<<<T, kPrepThreads, 0, stream>>>(p, rf);
-    STRATA_CUDA_TRY(cudaGetLastError());
+    STRATA_CUDA_TRY(launch_kernel(block_key_kernel, dim3(T), dim3(kPrepThreads), 0, stream, p, rf));
   }
   return Status::ok_status();
 }
@@ -496,11 +565,20 @@ int64_t attn_decode_scratch_bytes(const AttnDims& d, int T) { return scratch_lay
 
 Status attn_decode(const AttnDims& d, const float* q, const float* qg, const int64_t* pos, int T,
                    const AttnCacheView& cache, const int32_t* sel, const int32_t* n_sel, void* scratch, float* o,
-                   Stream stream) {
+                   Stream stream, int64_t qg_stride, void* o_q8, int64_t o_q8_stride) {
   STRATA_TRY(check_dims(d, T, "attn_decode"));
   if (!q || !qg || !pos || !o || !scratch) return Status::error("attn_decode: q, qg, pos, o and scratch are required");
   if (!cache.k || !cache.v) return Status::error("attn_decode: cache.k and cache.v are required");
   if (d.ratio > 0 && (!sel || !n_sel)) return Status::error("attn_decode: sel and n_sel are required when ratio > 0");
+  const int64_t nq = static_cast<int64_t>(d.n_head) * 2 * d.head_dim;
+  if (qg_stride == 0) qg_stride = nq;
+  if (qg_stride < nq)
+    return Status::error("attn_decode: qg_stride " + std::to_string(qg_stride) + " is shorter than a row of qg (" +
+                         std::to_string(nq) + ")");
+  const int64_t o_cols = static_cast<int64_t>(d.n_head) * d.head_dim;
+  if (o_q8 && (reinterpret_cast<uintptr_t>(o_q8) % 16 != 0 || o_q8_stride % 16 != 0 || o_q8_stride < o_cols / 32 * 36))
+    return Status::error("attn_decode: o_q8 must be 16-byte aligned with a stride that is a multiple of 16 bytes >= " +
+                         std::to_string(o_cols / 32 * 36) + " (stride " + std::to_string(o_q8_stride) + ")");
   const ScratchLayout lay = scratch_layout(d, T);
   char* base = static_cast<char*>(scratch);
   DecodeKernelArgs p{};
@@ -525,22 +603,21 @@ Status attn_decode(const AttnDims& d, const float* q, const float* qg, const int
   p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
 
   if (d.ratio > 0) {
-    chosen_bitmap_kernel<<<T, 256, 0, stream>>>(sel, d.top_blocks, n_sel, reinterpret_cast<uint32_t*>(base + lay.bitmap),
-                                                p.words);
-    STRATA_CUDA_TRY(cudaGetLastError());
+    STRATA_CUDA_TRY(launch_kernel(chosen_bitmap_kernel, dim3(T), dim3(256), 0, stream, sel, d.top_blocks, n_sel,
+                                  reinterpret_cast<uint32_t*>(base + lay.bitmap), p.words));
   }
   const size_t smem = decode_smem_bytes(T, p.group, d.head_dim);
   const dim3 grid(static_cast<unsigned>(p.splits), static_cast<unsigned>(d.n_head_kv));
   if (d.head_dim == 256) {
     STRATA_CUDA_TRY(cudaFuncSetAttribute(attn_split_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    attn_split_kernel<2><<<grid, kDecodeThreads, smem, stream>>>(p);
+    STRATA_CUDA_TRY(launch_kernel(attn_split_kernel<2>, grid, dim3(kDecodeThreads), smem, stream, p));
   } else {
     STRATA_CUDA_TRY(cudaFuncSetAttribute(attn_split_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    attn_split_kernel<1><<<grid, kDecodeThreads, smem, stream>>>(p);
+    STRATA_CUDA_TRY(launch_kernel(attn_split_kernel<1>, grid, dim3(kDecodeThreads), smem, stream, p));
   }
-  STRATA_CUDA_TRY(cudaGetLastError());
-  attn_combine_kernel<<<T * d.n_head, 256, 0, stream>>>(p, qg, o);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(attn_combine_kernel, dim3(T * d.n_head, d.head_dim / kCombineDims),
+                                dim3(kCombineThreads), 0, stream, p, qg, qg_stride, o, static_cast<uint8_t*>(o_q8),
+                                o_q8_stride));
   return Status::ok_status();
 }
 

@@ -42,7 +42,9 @@ struct AttnCacheView {
 // qg: [T, n_head * 2 * head_dim], per head [query | gate]; k, v: [T, n_head_kv * head_dim];
 // iq: [T, idx_heads * idx_head_dim]; ik: [T, idx_head_dim] (iq/ik/iq_norm/ik_norm unused when
 // ratio == 0). Norm weights are f32 with the +1 folded in (plain rmsnorm * w).
-// q_out: [T, n_head * head_dim]; qi_out: [T, idx_heads * idx_head_dim].
+// q_out: [T, n_head * head_dim]; qi_out: [T, idx_heads * idx_head_dim]. The *_stride fields are
+// the floats between the rows t of qg, k and v (both), iq and ik, so the inputs may be slices of
+// one concatenated projection output; 0 means the contiguous row length above.
 struct AttnPrepArgs {
   const float* qg = nullptr;
   const float* k = nullptr;
@@ -55,6 +57,7 @@ struct AttnPrepArgs {
   const float* ik_norm = nullptr;
   float* q_out = nullptr;
   float* qi_out = nullptr;
+  int64_t qg_stride = 0, kv_stride = 0, iq_stride = 0, ik_stride = 0;
 };
 Status attn_prep(const AttnDims& d, const AttnPrepArgs& a, const int64_t* pos, int T, const AttnCacheView& cache,
                  Stream stream);
@@ -69,10 +72,11 @@ Status qsa_select(const AttnDims& d, const float* qi, const int64_t* pos, int T,
 int64_t attn_decode_scratch_bytes(const AttnDims& d, int T);
 
 // o: [T, n_head * head_dim] = attention output * sigmoid(gate). sel/n_sel from qsa_select (ignored
-// when ratio == 0).
+// when ratio == 0). qg rows at qg + t * qg_stride (0: contiguous). With o_q8, o's q8_1 rows too at
+// o_q8 + t * o_q8_stride: the bytes quantize_q8_1 would write from o (no quantize launch).
 Status attn_decode(const AttnDims& d, const float* q, const float* qg, const int64_t* pos, int T,
                    const AttnCacheView& cache, const int32_t* sel, const int32_t* n_sel, void* scratch, float* o,
-                   Stream stream);
+                   Stream stream, int64_t qg_stride = 0, void* o_q8 = nullptr, int64_t o_q8_stride = 0);
 
 // ---- shared by the kernels and the parity harness's host checks -------------------------------
 #if defined(__CUDACC__)

@@ -12,27 +12,6 @@
 namespace strata::cuda {
 namespace {
 
-// Stage dumps: each stage's rows copied to the host and handed to the sink, as the reference does.
-class SinkObserver final : public StageObserver {
- public:
-  SinkObserver(cudaStream_t stream, int64_t pos0, const reference::StageSink& sink)
-      : stream_(stream), pos0_(pos0), sink_(sink) {}
-  bool wants_values() const override { return true; }
-  Status stage(std::string_view name, int block, const float* dev, int64_t cols, int T) override {
-    rows_.resize(static_cast<size_t>(cols * T));
-    DECODER_CUDA_TRY(cudaStreamSynchronize(stream_));
-    DECODER_CUDA_TRY(cudaMemcpy(rows_.data(), dev, rows_.size() * sizeof(float), cudaMemcpyDeviceToHost));
-    reference::emit_stage(&sink_, name, block, pos0_, T, rows_);
-    return Status::ok_status();
-  }
-
- private:
-  cudaStream_t stream_;
-  int64_t pos0_;
-  const reference::StageSink& sink_;
-  std::vector<float> rows_;
-};
-
 // The profile's stage kinds, in report order, and which kind each stage name counts as.
 constexpr std::array<std::string_view, 10> kKinds = {"embed", "ple", "hc_mix", "gdn", "qsa",
                                                      "hc_combine", "router", "experts", "shared", "head"};

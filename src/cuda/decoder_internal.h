@@ -26,6 +26,7 @@
 #include "moe.h"
 #include "ple.h"
 #include "strata/cuda/decoder.h"
+#include "strata/reference/stage.h"
 
 namespace strata::cuda {
 
@@ -134,6 +135,15 @@ struct DevBlock {
   ExpertWeights experts;
   DTensor sh_gate, sh_up, sh_down;
   DTensor sh_gate_inp;  // [1, H] f32: the shared expert's scalar gate as a one-row mat-vec
+  // Concatenations of projections that read the same input, for one mat-vec each: the parts'
+  // rows back to back in this order (each part above is a view into it). Empty (false) when the
+  // parts differ in type or row length; the parts are then launched on their own.
+  DTensor qkvz;        // GDN: qkv rows (conv_dim) then z_proj rows (inner)
+  DTensor ba;          // GDN: beta rows (n_v_heads) then alpha rows (n_v_heads)
+  DTensor qkv_attn;    // attention: q rows (n_head * 2 * head_dim) then k rows then v rows (kv each)
+  DTensor idx_qk;      // indexer: iq rows (idx_heads * idx_head_dim) then ik rows (idx_head_dim)
+  DTensor sh_gate_up;  // MoE: sh_gate rows (n_ff_shexp) then sh_up rows (n_ff_shexp)
+  DTensor router_gi;   // MoE: router rows (n_expert) then the sh_gate_inp row
   // PLE.
   DTensor ple_key, ple_value;
   const float* ple_norm_key = nullptr;
@@ -142,10 +152,22 @@ struct DevBlock {
   const float* ple_conv = nullptr;
 };
 
+// The MTP draft head's resident weights (spec/model.md §9): a trunk-style attention block whose
+// plan.slot is the cache slot past the trunk's (n_attn), the input norms and the fused input
+// projection, and its own output mixer. The embedding and lm_head are the trunk's.
+struct DevMtp {
+  DevBlock block;
+  DTensor eh_proj;                 // [H rows, 2H cols]: fc_embedding on columns 0..H-1, fc_hidden after
+  const float* enorm = nullptr;    // [H]
+  const float* hnorm = nullptr;    // [S*H], one statistic over the whole wide row
+  HcSite head_hc;                  // the MTP's hyper_connection_mixer (no inject)
+};
+
 struct DevWeights {
   DTensor token_embd, output;
   HcSite output_hc;
   std::vector<DevBlock> blocks;  // the trunk, plan order (the MTP block is not uploaded)
+  std::unique_ptr<DevMtp> mtp;   // set when DecoderOptions::mtp and the model has an MTP block
 };
 
 // Per GDN layer: conv history, recurrent state, the T > 1 window's state_out (shadow) and the
@@ -183,12 +205,17 @@ struct Scratch {
   float* g = nullptr;            // [T, S*H]
   ActBuffer u;                   // [T, H] the block input
   float* alpha = nullptr;        // [T, S]
+  float* hc_inv_rms = nullptr;   // [T, S] each stream's 1 / rms, hc_pre -> hc_post
+  float* hc_x_alt = nullptr;     // [T, S*H] X between a block's two HC sites when hc_pre folds the attn combine
+  float* hc_alpha_alt = nullptr; // [T, S] the ffn site's alpha then (hc_pre reads alpha while writing this)
   float* y = nullptr;            // [T, H] the block output
   // GDN.
   float* m = nullptr;            // [T, conv_dim]
   float* z = nullptr;            // [T, inner]
   float* o = nullptr;            // [T, inner]
   ActBuffer yn;                  // [T, inner]
+  float* mz = nullptr;           // [T, conv_dim + inner] qkvz's output: m | z per row
+  float* ba = nullptr;           // [T, 2 * n_v_heads] ba's output: b | a per row
   // Attention.
   float* qg = nullptr;
   float* k = nullptr;
@@ -202,6 +229,8 @@ struct Scratch {
   int32_t* n_sel = nullptr;
   void* attn_scratch = nullptr;
   ActBuffer ao;                  // [T, n_head * head_dim]
+  float* qkv_out = nullptr;      // [T, n_head * 2 * head_dim + 2 * kv] qkv_attn's output: qg | k | v
+  float* idx_out = nullptr;      // [T, idx_heads * idx_head_dim + idx_head_dim] idx_qk's output: iq | ik
   // MoE.
   float* router_logits = nullptr;  // [T, n_expert]
   int32_t* ids = nullptr;          // [T, k]
@@ -213,6 +242,8 @@ struct Scratch {
   float* s = nullptr;              // [T, H] shared expert output before its gate
   float* gate_logit = nullptr;     // [T]
   float* shared = nullptr;         // [T, H] the gated shared output, stage dumps only
+  float* router_gi_out = nullptr;  // [T, n_expert + 1] router_gi's output: logits | shared gate logit
+  float* sh_gate_up_out = nullptr; // [T, 2 * n_ff_shexp] sh_gate_up's output: gate | up
   // PLE.
   void* ple_rows = nullptr;        // [T * n_heads] raw table rows, staged by forward()
   int32_t* ple_row_ids = nullptr;  // 0 .. max_window * n_heads - 1
@@ -234,6 +265,27 @@ class StageObserver {
   virtual Status stage(std::string_view name, int block, const float* dev, int64_t cols, int T) = 0;
 };
 
+// Stage dumps: each stage's rows copied to the host and handed to the sink, as the reference does.
+class SinkObserver final : public StageObserver {
+ public:
+  SinkObserver(cudaStream_t stream, int64_t pos0, const reference::StageSink& sink)
+      : stream_(stream), pos0_(pos0), sink_(sink) {}
+  bool wants_values() const override { return true; }
+  Status stage(std::string_view name, int block, const float* dev, int64_t cols, int T) override {
+    rows_.resize(static_cast<size_t>(cols * T));
+    DECODER_CUDA_TRY(cudaStreamSynchronize(stream_));
+    DECODER_CUDA_TRY(cudaMemcpy(rows_.data(), dev, rows_.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    reference::emit_stage(&sink_, name, block, pos0_, T, rows_);
+    return Status::ok_status();
+  }
+
+ private:
+  cudaStream_t stream_;
+  int64_t pos0_;
+  const reference::StageSink& sink_;
+  std::vector<float> rows_;
+};
+
 // A captured and instantiated CUDA graph.
 class Graph {
  public:
@@ -250,6 +302,37 @@ class Graph {
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
   int64_t nodes_ = 0;
+};
+
+// The MTP head's buffers and bookkeeping (decoder_mtp.cpp). MTP slot t holds K/V computed from
+// (the trunk's pre-mixer wide row at position t, the token at t + 1) at RoPE position t; its
+// attention cache is attn[mtp block's plan.slot]. Pending rows are committed trunk rows whose
+// slots are not filled yet: positions n_real .. n_real + pending_rows - 1 (== pos - 1 once absorbed).
+struct MtpState {
+  DeviceMemory memory;               // every device buffer below
+  PinnedMemory inputs;               // a step's WindowInputs (slot base, tokens), copied to Scratch::in
+  float* window_x[2] = {};           // [max_window, S*H] the recorded trunk windows' rows (alternating)
+  float* pending_x = nullptr;        // [pending_cap, S*H]
+  float* x_in = nullptr;             // [max_window, S*H] a step's input rows
+  float* chain_x = nullptr;          // [S*H] the last step's own wide output (a chain step's input)
+  float* emb = nullptr;              // [max_window, H] embeddings of the next tokens
+  float* en = nullptr;               // [max_window, H] after enorm
+  float* en_wide = nullptr;          // [max_window, S*H] en once per stream
+  float* xn = nullptr;               // [max_window, S*H] after hnorm
+  ActBuffer cat;                     // [max_window * S, 2H]: row (t, s) = [en_t | xn_t,s], eh_proj's input
+  int pending_cap = 0;
+
+  int64_t n_real = 0;                // slots 0 .. n_real - 1 are trunk-fed (kept across chains)
+  int64_t n = 0;                     // slots filled, a chain's speculative ones included
+  int pending_rows = 0;
+  std::vector<int32_t> pending_tokens;  // the tokens at the pending rows' positions
+  int64_t window_pos = -1;           // the recorded window's first position; -1 when none
+  int window_rows = 0;
+  int window_buf = 0;                // which window_x holds it
+  std::vector<int32_t> window_tokens;
+  bool chain = false;                // chain_x is the output of slot n - 1
+  std::vector<float> drained;        // logits of slots filled to make room, for the next mtp_sync()
+  std::map<int, std::unique_ptr<Graph>> graphs;  // one step graph per T
 };
 
 struct Decoder::Impl {
@@ -298,6 +381,13 @@ struct Decoder::Impl {
   Status run_commit(int T, int n);
   // decoder.cpp
   Status stage_inputs(std::span<const int32_t> tokens);
+
+  // The MTP head (null without one). decoder_mtp.cpp: allocation, reset and the step (its input
+  // ops, then run_mtp_layer); decoder_window.cpp: its block, mixer and head over Scratch::x.
+  std::unique_ptr<MtpState> mtp;
+  Status allocate_mtp();
+  Status zero_mtp();
+  Status run_mtp_layer(int T, StageObserver* obs);
 };
 
 // True when W takes q8_1 activations (a quantized type).

@@ -86,6 +86,8 @@ int64_t Decoder::Impl::max_attn_scratch_bytes() const {
   int64_t bytes = 0;
   for (const DevBlock& b : w.blocks)
     if (b.plan.mixer == model::Mixer::Attention) bytes = std::max(bytes, attn_decode_scratch_bytes(attn_dims(b), options.max_window));
+  // The MTP block's attention runs on the same scratch (dense when its indexer is absent).
+  if (w.mtp) bytes = std::max(bytes, attn_decode_scratch_bytes(attn_dims(w.mtp->block), options.max_window));
   return bytes;
 }
 
@@ -138,12 +140,17 @@ void carve_scratch(Decoder::Impl& m, Carver& cv) {
   s.g = cv.take<float>(T * W);
   s.u.carve(cv, H, T);
   s.alpha = cv.take<float>(T * S);
+  s.hc_inv_rms = cv.take<float>(T * S);
+  s.hc_x_alt = cv.take<float>(T * W);
+  s.hc_alpha_alt = cv.take<float>(T * S);
   s.y = cv.take<float>(T * H);
   if (c.plan.n_gdn > 0) {
     s.m = cv.take<float>(T * static_cast<int64_t>(c.ssm_conv_dim()));
     s.z = cv.take<float>(T * static_cast<int64_t>(c.ssm_inner));
     s.o = cv.take<float>(T * static_cast<int64_t>(c.ssm_inner));
     s.yn.carve(cv, c.ssm_inner, T);
+    s.mz = cv.take<float>(T * (static_cast<int64_t>(c.ssm_conv_dim()) + c.ssm_inner));
+    s.ba = cv.take<float>(T * 2 * static_cast<int64_t>(c.ssm_n_v_heads));
   }
   if (c.plan.n_attn > 0) {
     const int64_t nh = c.n_head, kv = static_cast<int64_t>(c.n_head_kv) * c.head_dim, hd = c.head_dim;
@@ -152,6 +159,7 @@ void carve_scratch(Decoder::Impl& m, Carver& cv) {
     s.v = cv.take<float>(T * kv);
     s.q_out = cv.take<float>(T * nh * hd);
     s.ao.carve(cv, nh * hd, T);
+    s.qkv_out = cv.take<float>(T * (nh * 2 * hd + 2 * kv));
     s.attn_scratch = cv.take<uint8_t>(m.max_attn_scratch_bytes());
     int64_t max_blocks = 0, max_top = 0;
     for (const DevBlock& b : m.w.blocks)
@@ -167,6 +175,7 @@ void carve_scratch(Decoder::Impl& m, Carver& cv) {
       s.scores = cv.take<float>(T * max_blocks);
       s.sel = cv.take<int32_t>(T * max_top);
       s.n_sel = cv.take<int32_t>(T);
+      s.idx_out = cv.take<float>(T * (iq + static_cast<int64_t>(c.indexer_head_dim)));
     }
   }
   s.router_logits = cv.take<float>(T * static_cast<int64_t>(c.n_expert));
@@ -175,6 +184,7 @@ void carve_scratch(Decoder::Impl& m, Carver& cv) {
   int64_t expert_bytes = 0;
   const int cap = T * static_cast<int>(c.n_expert_used);
   for (const DevBlock& b : m.w.blocks) expert_bytes = std::max(expert_bytes, expert_scratch_bytes(b.experts, cap));
+  if (m.w.mtp) expert_bytes = std::max(expert_bytes, expert_scratch_bytes(m.w.mtp->block.experts, cap));
   s.experts.base = cv.take<uint8_t>(expert_bytes);
   s.experts.bytes = expert_bytes;
   s.experts.cap_entries = cap;
@@ -184,6 +194,8 @@ void carve_scratch(Decoder::Impl& m, Carver& cv) {
   s.s = cv.take<float>(T * H);
   s.gate_logit = cv.take<float>(T);
   s.shared = cv.take<float>(T * H);
+  s.router_gi_out = cv.take<float>(T * (static_cast<int64_t>(c.n_expert) + 1));
+  s.sh_gate_up_out = cv.take<float>(T * 2 * static_cast<int64_t>(c.n_ff_shexp));
   if (c.has_ple) {
     const int64_t rows = T * static_cast<int64_t>(c.ple.n_heads);
     s.ple_rows = cv.take<uint8_t>(rows * m.ple_row_bytes);
@@ -241,11 +253,13 @@ Status Decoder::Impl::allocate_state_and_scratch() {
     for (int64_t i = 0; i < rows; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
     DECODER_CUDA_TRY(cudaMemcpy(s.ple_row_ids, ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
   }
+  if (w.mtp) STRATA_TRY(allocate_mtp());
   return zero_state();
 }
 
 Status Decoder::Impl::zero_state() {
   DECODER_CUDA_TRY(cudaMemsetAsync(state_memory.get(), 0, static_cast<size_t>(state_memory.bytes()), stream));
+  if (mtp) STRATA_TRY(zero_mtp());
   DECODER_CUDA_TRY(cudaStreamSynchronize(stream));
   pos = 0;
   pending_rows = 0;

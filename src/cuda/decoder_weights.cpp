@@ -128,6 +128,56 @@ class UploadPlan {
 
   // A weight for linear() (or get_rows when `gather`).
   Status matrix(const model::Tensor& t, DTensor& out, bool gather = false) {
+    STRATA_TRY(describe_matrix(t, out, gather));
+    add({&t, false, 0, static_cast<int64_t>(t.row_bytes) * t.rows(), &out, nullptr});
+    return Status::ok_status();
+  }
+
+  // One concatenated matrix `cat` of weights that read the same input: the parts' rows back to
+  // back (GGUF rows are packed, so the concatenation's rows are exactly the parts' rows) and each
+  // part a view into it, so nothing is stored twice and one mat-vec computes every part. When the
+  // parts differ in type or row length, or a part would start off the 16 bytes mmvq wants, they
+  // are planned on their own and `cat` stays empty (callers then launch the parts).
+  struct Part {
+    const model::Tensor* tensor;
+    DTensor* out;
+    bool vector_row;  // a vector used as a one-row f32 matrix (vector_matrix)
+  };
+  Status concat(std::initializer_list<Part> parts, DTensor& cat) {
+    for (const Part& p : parts)
+      STRATA_TRY(p.vector_row ? describe_vector_matrix(*p.tensor, *p.out) : describe_matrix(*p.tensor, *p.out));
+    const DTensor& first = *parts.begin()->out;
+    bool same = true;
+    for (const Part& p : parts) {
+      const DTensor& d = *p.out;
+      same = same && d.type == first.type && d.cols == first.cols && d.row_bytes == first.row_bytes &&
+             (d.rows * d.row_bytes) % 16 == 0;
+    }
+    cat = DTensor{};
+    if (same) {
+      cat.type = first.type;
+      cat.cols = first.cols;
+      cat.row_bytes = first.row_bytes;
+      for (const Part& p : parts) cat.rows += p.out->rows;
+      views.push_back({&cat, parts.begin()->out});
+    }
+    for (const Part& p : parts) {
+      const int64_t bytes = p.out->rows * p.out->row_bytes;
+      add({p.tensor, p.vector_row, 0, bytes, p.out, nullptr}, /*packed=*/same);
+    }
+    if (same) total = align_up(total, kDeviceAlign);
+    return Status::ok_status();
+  }
+
+  // Concatenations whose data is their first part's (set once the arena exists).
+  struct View {
+    DTensor* cat;
+    const DTensor* first;
+  };
+  std::vector<View> views;
+
+ private:
+  Status describe_matrix(const model::Tensor& t, DTensor& out, bool gather = false) const {
     if (!t) return Status::error("cuda decoder: a required tensor is missing from the weights");
     if (gather ? !get_rows_supports(t.type) : !mmvq_supports(t.type)) {
       return Status::error("cuda decoder: " + tensor_name(t) + " has type " + type_str(t.type) + ", which the CUDA " +
@@ -141,10 +191,19 @@ class UploadPlan {
     out.rows = t.rows();
     out.cols = t.cols();
     out.row_bytes = static_cast<int64_t>(t.row_bytes);
-    add({&t, false, 0, static_cast<int64_t>(t.row_bytes) * t.rows(), &out, nullptr});
     return Status::ok_status();
   }
 
+  Status describe_vector_matrix(const model::Tensor& t, DTensor& out) const {
+    if (!t) return Status::error("cuda decoder: a required gate vector is missing from the weights");
+    out.type = quant::Type::F32;
+    out.rows = 1;
+    out.cols = t.n_elements();
+    out.row_bytes = out.cols * static_cast<int64_t>(sizeof(float));
+    return Status::ok_status();
+  }
+
+ public:
   // A small tensor the kernels read as f32.
   Status vector(const model::Tensor& t, const float*& out) {
     if (!t) return Status::error("cuda decoder: a required norm/conv/gate vector is missing from the weights");
@@ -154,19 +213,16 @@ class UploadPlan {
 
   // A vector used as a one-row f32 matrix (the shared expert's gate).
   Status vector_matrix(const model::Tensor& t, DTensor& out) {
-    if (!t) return Status::error("cuda decoder: a required gate vector is missing from the weights");
-    out.type = quant::Type::F32;
-    out.rows = 1;
-    out.cols = t.n_elements();
-    out.row_bytes = out.cols * static_cast<int64_t>(sizeof(float));
+    STRATA_TRY(describe_vector_matrix(t, out));
     add({&t, true, 0, out.row_bytes, &out, nullptr});
     return Status::ok_status();
   }
 
  private:
-  void add(UploadItem item) {
+  // `packed`: the next item follows this one directly (a part of a concatenation).
+  void add(UploadItem item, bool packed = false) {
     item.offset = total;
-    total = align_up(total + item.bytes, kDeviceAlign);
+    total = packed ? total + item.bytes : align_up(total + item.bytes, kDeviceAlign);
     items.push_back(item);
   }
 };
@@ -184,31 +240,28 @@ Status plan_block(UploadPlan& p, const model::ModelConfig& c, const model::Block
   STRATA_TRY(plan_hc(p, b.hc_attn_norm, b.hc_attn_down, b.hc_attn_up, &b.hc_attn_inject, out.attn_hc));
   STRATA_TRY(plan_hc(p, b.hc_ffn_norm, b.hc_ffn_down, b.hc_ffn_up, &b.hc_ffn_inject, out.ffn_hc));
   if (out.plan.mixer == model::Mixer::Gdn) {
-    STRATA_TRY(p.matrix(b.attn_qkv, out.qkv));
-    STRATA_TRY(p.matrix(b.attn_gate, out.z_proj));
-    STRATA_TRY(p.matrix(b.ssm_beta, out.beta));
-    STRATA_TRY(p.matrix(b.ssm_alpha, out.alpha));
+    STRATA_TRY(p.concat({{&b.attn_qkv, &out.qkv, false}, {&b.attn_gate, &out.z_proj, false}}, out.qkvz));
+    STRATA_TRY(p.concat({{&b.ssm_beta, &out.beta, false}, {&b.ssm_alpha, &out.alpha, false}}, out.ba));
     STRATA_TRY(p.matrix(b.ssm_out, out.ssm_out));
     STRATA_TRY(p.vector(b.ssm_conv1d, out.conv_w));
     STRATA_TRY(p.vector(b.ssm_a, out.ssm_a));
     STRATA_TRY(p.vector(b.ssm_dt_bias, out.dt_bias));
     STRATA_TRY(p.vector(b.ssm_norm, out.ssm_norm));
   } else {
-    STRATA_TRY(p.matrix(b.attn_q, out.q));
-    STRATA_TRY(p.matrix(b.attn_k, out.k));
-    STRATA_TRY(p.matrix(b.attn_v, out.v));
+    STRATA_TRY(p.concat({{&b.attn_q, &out.q, false}, {&b.attn_k, &out.k, false}, {&b.attn_v, &out.v, false}},
+                        out.qkv_attn));
     STRATA_TRY(p.matrix(b.attn_output, out.o));
     STRATA_TRY(p.vector(b.attn_q_norm, out.q_norm));
     STRATA_TRY(p.vector(b.attn_k_norm, out.k_norm));
     // The reference's rule: sparse only with a compress ratio and the indexer tensors.
     if (out.plan.compress_ratio > 0 && b.has_indexer()) {
-      STRATA_TRY(p.matrix(b.indexer_q_proj, out.iq));
-      STRATA_TRY(p.matrix(b.indexer_k_proj, out.ik));
+      STRATA_TRY(p.concat({{&b.indexer_q_proj, &out.iq, false}, {&b.indexer_k_proj, &out.ik, false}}, out.idx_qk));
       STRATA_TRY(p.vector(b.indexer_q_norm, out.iq_norm));
       STRATA_TRY(p.vector(b.indexer_k_norm, out.ik_norm));
     }
   }
-  STRATA_TRY(p.matrix(b.ffn_gate_inp, out.router));
+  STRATA_TRY(p.concat({{&b.ffn_gate_inp, &out.router, false}, {&b.ffn_gate_inp_shexp, &out.sh_gate_inp, true}},
+                      out.router_gi));
   ExpertWeights& e = out.experts;
   e.n_expert = static_cast<int>(c.n_expert);
   e.n_ff = static_cast<int>(b.n_ff_exp);
@@ -220,10 +273,8 @@ Status plan_block(UploadPlan& p, const model::ModelConfig& c, const model::Block
     STRATA_TRY(p.matrix(b.ffn_up_exps, e.up));
   }
   STRATA_TRY(p.matrix(b.ffn_down_exps, e.down));
-  STRATA_TRY(p.matrix(b.ffn_gate_shexp, out.sh_gate));
-  STRATA_TRY(p.matrix(b.ffn_up_shexp, out.sh_up));
+  STRATA_TRY(p.concat({{&b.ffn_gate_shexp, &out.sh_gate, false}, {&b.ffn_up_shexp, &out.sh_up, false}}, out.sh_gate_up));
   STRATA_TRY(p.matrix(b.ffn_down_shexp, out.sh_down));
-  STRATA_TRY(p.vector_matrix(b.ffn_gate_inp_shexp, out.sh_gate_inp));
   if (out.plan.ple) {
     STRATA_TRY(p.matrix(b.ple_key, out.ple_key));
     STRATA_TRY(p.matrix(b.ple_value, out.ple_value));
@@ -233,6 +284,32 @@ Status plan_block(UploadPlan& p, const model::ModelConfig& c, const model::Block
     STRATA_TRY(p.vector(b.ple_conv1d, out.ple_conv));
   }
   return Status::ok_status();
+}
+
+// The MTP head (spec/model.md §9): its block as a trunk attention block on the cache slot past
+// the trunk's, plus eh_proj, the two input norms and its own output mixer.
+Status plan_mtp(UploadPlan& p, const model::ModelConfig& c, const model::Weights& weights, DevWeights& w) {
+  const int b = c.plan.mtp_block;
+  const model::BlockPlan& bp = c.plan.blocks[static_cast<size_t>(b)];
+  // The MTP block runs the trunk's attention ops on their scratch, which exists (and whose
+  // shapes were checked) only with a trunk attention block.
+  if (c.plan.n_attn == 0 || bp.mixer != model::Mixer::Attention)
+    return Status::error("cuda decoder: the MTP block needs an attention mixer and a trunk with attention blocks");
+  STRATA_TRY(check_width("expert_feed_forward_length of the MTP block " + std::to_string(b), c.n_ff_exp[b]));
+  const model::Block& blk = weights.blocks[static_cast<size_t>(b)];
+  w.mtp = std::make_unique<DevMtp>();
+  DevMtp& m = *w.mtp;
+  m.block.index = b;
+  m.block.plan = bp;
+  m.block.plan.slot = static_cast<int32_t>(c.plan.n_attn);
+  STRATA_TRY(plan_block(p, c, blk, m.block));
+  STRATA_TRY(p.matrix(blk.nextn_eh_proj, m.eh_proj));
+  if (m.eh_proj.cols != 2 * static_cast<int64_t>(c.n_embd) || m.eh_proj.rows != static_cast<int64_t>(c.n_embd))
+    return Status::error("cuda decoder: nextn.eh_proj.weight is " + std::to_string(m.eh_proj.rows) + " x " +
+                         std::to_string(m.eh_proj.cols) + ", expected H x 2H");
+  STRATA_TRY(p.vector(blk.nextn_enorm, m.enorm));
+  STRATA_TRY(p.vector(blk.nextn_hnorm, m.hnorm));
+  return plan_hc(p, blk.nextn_hc_head_norm, blk.nextn_hc_head_down, blk.nextn_hc_head_up, nullptr, m.head_hc);
 }
 
 // The raw bytes of [offset, offset + n) of a tensor: from the fill or the mapped file.
@@ -333,6 +410,7 @@ Status Decoder::Impl::upload(const model::Weights& weights, const WeightFill& fi
     blk.plan = c.plan.blocks[b];
     STRATA_TRY(plan_block(plan, c, weights.blocks[b], blk));
   }
+  if (options.mtp && c.plan.has_mtp()) STRATA_TRY(plan_mtp(plan, c, weights, w));
 
   STRATA_TRY(weight_arena.alloc(plan.total, "the weight arena (" + std::to_string(plan.items.size()) + " tensors)"));
   const int threads = options.upload_threads > 0 ? options.upload_threads
@@ -359,6 +437,7 @@ Status Decoder::Impl::upload(const model::Weights& weights, const WeightFill& fi
     }
   }
   STRATA_TRY(up.finish());
+  for (const UploadPlan::View& v : plan.views) v.cat->data = v.first->data;
   if (tied) w.output = w.token_embd;
   upload_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
   return Status::ok_status();

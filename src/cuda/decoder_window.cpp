@@ -39,6 +39,7 @@ class WindowRun {
   }
   // The activation's q8_1 form, once, when any of its consumers takes it.
   Status quantize_for(const ActBuffer& a, std::initializer_list<const DTensor*> consumers) {
+    if (&a == &s_.u && u_q8_ready_) return Status::ok_status();  // hc_post wrote it with u
     for (const DTensor* w : consumers)
       if (takes_q8(*w)) return op(quantize_act(a.act(T_), st_));
     return Status::ok_status();
@@ -59,10 +60,56 @@ class WindowRun {
     return stage("embed", -1, s_.x, W_);
   }
 
-  // HC mix of x into u (and alpha when the site injects), spec §4 steps 1-5.
-  Status hc_mix(const HcSite& hc) {
+  // HC mix of x into u (and alpha when the site injects), spec §4 steps 1-5. Float HC weights
+  // take the fused pair (hc_pre, hc_post: two launches, u's q8_1 form written with u); quantized
+  // ones the step-by-step path with mat-vecs through linear(). fold_combine (see folds_combine):
+  // hc_pre also does the pending combine x + alpha (x) y, into hc_x_alt, and writes this site's
+  // alpha to hc_alpha_alt.
+  Status hc_mix(const HcSite& hc, bool fold_combine = false) {
     const float eps = c_.rms_eps;
     const int rank = static_cast<int>(c_.hc_rank);
+    u_q8_ready_ = false;
+    if (hc_fused_supported(hc.down, hc.up, hc.inject, S_, H_, rank)) {
+      HcPreArgs pre;
+      pre.x = s_.x;
+      pre.norm = hc.norm;
+      pre.down = hc.down;
+      pre.inject = hc.inject;
+      pre.T = T_;
+      pre.S = S_;
+      pre.H = H_;
+      pre.rank = rank;
+      pre.eps = eps;
+      pre.r = s_.d.f32;
+      pre.alpha = s_.alpha;
+      pre.inv_rms = s_.hc_inv_rms;
+      if (fold_combine) {
+        pre.y = s_.y;
+        pre.alpha_prev = s_.alpha;
+        pre.x_out = s_.hc_x_alt;
+        pre.alpha = s_.hc_alpha_alt;
+      }
+      STRATA_TRY(op(hc_pre(pre, st_)));
+      HcPostArgs post;
+      post.x = fold_combine ? s_.hc_x_alt : s_.x;
+      post.norm = hc.norm;
+      post.inv_rms = s_.hc_inv_rms;
+      post.r = s_.d.f32;
+      post.up = hc.up;
+      post.T = T_;
+      post.S = S_;
+      post.H = H_;
+      post.rank = rank;
+      post.u = s_.u.f32;
+      // Always written: its few bytes cost less than a separate quantize launch when a
+      // quantized weight reads u, and nothing reads them otherwise.
+      post.u_q8 = s_.u.q8;
+      post.u_q8_stride = s_.u.act(T_).q8_stride;
+      STRATA_TRY(op(hc_post(post, st_)));
+      u_q8_ready_ = true;
+      return Status::ok_status();
+    }
+    if (fold_combine) return Status::error("cuda decoder: a combine fold asked of an HC site without the fused path");
     STRATA_TRY(op(hc_norm(s_.x, hc.norm, T_, S_, H_, eps, s_.xn.f32, st_)));
     STRATA_TRY(quantize_for(s_.xn, {&hc.down, &hc.inject}));
     STRATA_TRY(op(linear(hc.down, s_.xn.act(T_), s_.d.f32, rank, st_)));
@@ -89,13 +136,28 @@ class WindowRun {
       STRATA_TRY(attention(b));
       STRATA_TRY(stage("qsa", b.index, s_.y, H_));
     }
-    STRATA_TRY(op(hc_combine(s_.x, s_.y, s_.alpha, T_, S_, H_, st_)));
-    STRATA_TRY(stage("hc_attn_combine", b.index, s_.x, W_));
-    STRATA_TRY(hc_mix(b.ffn_hc));
+    // The attn combine folded into the ffn site's hc_pre (X then lives in hc_x_alt until the ffn
+    // combine writes it back to x), or on its own.
+    const bool fold = folds_combine(b.ffn_hc);
+    if (!fold) STRATA_TRY(op(hc_combine(s_.x, s_.y, s_.alpha, T_, S_, H_, st_)));
+    STRATA_TRY(stage("hc_attn_combine", b.index, fold ? s_.hc_x_alt : s_.x, W_));
+    STRATA_TRY(hc_mix(b.ffn_hc, fold));
     STRATA_TRY(stage("hc_ffn_mix", b.index, s_.u.f32, H_));
     STRATA_TRY(moe(b));
-    STRATA_TRY(op(hc_combine(s_.x, s_.y, s_.alpha, T_, S_, H_, st_)));
+    if (fold) {
+      STRATA_TRY(op(hc_combine_into(s_.hc_x_alt, s_.y, s_.hc_alpha_alt, T_, S_, H_, s_.x, st_)));
+    } else {
+      STRATA_TRY(op(hc_combine(s_.x, s_.y, s_.alpha, T_, S_, H_, st_)));
+    }
     return stage("hc_ffn_combine", b.index, s_.x, W_);
+  }
+
+  // Whether the ffn site's hc_pre takes the attn combine: it has the fused path, and no observer
+  // reads stage values (the fold has no combined X to show at the hc_attn_combine stage; it is
+  // only written by hc_pre, after that stage).
+  bool folds_combine(const HcSite& ffn) const {
+    if (obs_ && obs_->wants_values()) return false;
+    return hc_fused_supported(ffn.down, ffn.up, ffn.inject, S_, H_, static_cast<int>(c_.hc_rank));
   }
 
   // The n-gram rows staged by forward() -> E -> key/value projections -> gated injection.
@@ -119,47 +181,94 @@ class WindowRun {
   }
 
   // Gated DeltaNet (spec §6). The conv outputs and b/a rows go to the layer's own buffers, so a
-  // commit of fewer rows can replay the recurrence; T > 1 writes the state to the shadow.
+  // commit of fewer rows can replay the recurrence; T > 1 writes the state to the shadow. With the
+  // concatenated weights one mat-vec writes m | z and one b | a per row: the consumers read them
+  // as strided slices, and gdn_conv_recurrent copies b/a into the layer's contiguous g.b/g.a for the
+  // replay. The gated norm writes yn's q8_1 form itself.
   Status gdn(const DevBlock& b) {
     const GdnDims& d = m_.gdn_dims;
     GdnLayerState& g = m_.gdn[b.plan.slot];
     const Act u = s_.u.act(T_);
     const int64_t conv_dim = d.conv_dim(), inner = c_.ssm_inner, nv = d.n_v_heads;
-    STRATA_TRY(op(linear(b.qkv, u, s_.m, conv_dim, st_)));
-    STRATA_TRY(op(linear(b.z_proj, u, s_.z, inner, st_)));
-    STRATA_TRY(op(linear(b.beta, u, g.b, nv, st_)));
-    STRATA_TRY(op(linear(b.alpha, u, g.a, nv, st_)));
-    STRATA_TRY(op(gdn_conv(d, s_.m, conv_dim, b.conv_w, g.hist, T_, g.c, st_)));
+    const float* m = s_.m;
+    const float* z = s_.z;
+    int64_t m_stride = conv_dim, z_stride = inner;
+    if (b.qkvz) {
+      m_stride = z_stride = conv_dim + inner;
+      STRATA_TRY(op(linear(b.qkvz, u, s_.mz, m_stride, st_)));
+      m = s_.mz;
+      z = s_.mz + conv_dim;
+    } else {
+      STRATA_TRY(op(linear(b.qkv, u, s_.m, conv_dim, st_)));
+      STRATA_TRY(op(linear(b.z_proj, u, s_.z, inner, st_)));
+    }
+    const float* beta = g.b;
+    const float* alpha = g.a;
+    int64_t ba_stride = nv;
+    float* b_keep = nullptr;
+    float* a_keep = nullptr;
+    if (b.ba) {
+      ba_stride = 2 * nv;
+      STRATA_TRY(op(linear(b.ba, u, s_.ba, ba_stride, st_)));
+      beta = s_.ba;
+      alpha = s_.ba + nv;
+      b_keep = g.b;
+      a_keep = g.a;
+    } else {
+      STRATA_TRY(op(linear(b.beta, u, g.b, nv, st_)));
+      STRATA_TRY(op(linear(b.alpha, u, g.a, nv, st_)));
+    }
+    // The conv runs inside the recurrent launch; g.c still gets every conv output for the replay.
     float* state_out = T_ == 1 ? g.ssm : g.shadow;
-    STRATA_TRY(op(gdn_recurrent(d, g.c, g.b, g.a, nv, b.ssm_a, b.dt_bias, g.ssm, state_out, T_, s_.o, st_)));
-    STRATA_TRY(op(gdn_gated_norm(d, s_.o, s_.z, inner, b.ssm_norm, T_, s_.yn.f32, st_)));
-    STRATA_TRY(quantize_for(s_.yn, {&b.ssm_out}));
+    STRATA_TRY(op(gdn_conv_recurrent(d, m, m_stride, b.conv_w, g.hist, g.c, beta, alpha, ba_stride, b.ssm_a, b.dt_bias,
+                                     g.ssm, state_out, T_, s_.o, st_, b_keep, a_keep)));
+    void* yn_q8 = takes_q8(b.ssm_out) ? s_.yn.q8 : nullptr;
+    STRATA_TRY(op(gdn_gated_norm(d, s_.o, z, z_stride, b.ssm_norm, T_, s_.yn.f32, st_, yn_q8, q8_stride_for(inner))));
     return op(linear(b.ssm_out, s_.yn.act(T_), s_.y, H_, st_));
   }
 
-  // Full attention with the QSA indexer (spec §7); dense when the block has no indexer.
+  // Full attention with the QSA indexer (spec §7); dense when the block has no indexer. With the
+  // concatenated weights one mat-vec writes qg | k | v per row (and one iq | ik): attn_prep and
+  // attn_decode read them as strided slices. attn_decode writes ao's q8_1 form itself.
   Status attention(const DevBlock& b) {
     const AttnDims d = m_.attn_dims(b);
     const AttnCacheView& cache = m_.attn[b.plan.slot];
     const Act u = s_.u.act(T_);
     const int64_t nh = d.n_head, hd = d.head_dim, kv = static_cast<int64_t>(d.n_head_kv) * hd;
-    STRATA_TRY(op(linear(b.q, u, s_.qg, nh * 2 * hd, st_)));
-    STRATA_TRY(op(linear(b.k, u, s_.k, kv, st_)));
-    STRATA_TRY(op(linear(b.v, u, s_.v, kv, st_)));
-    if (d.ratio > 0) {
-      STRATA_TRY(op(linear(b.iq, u, s_.iq, static_cast<int64_t>(d.idx_heads) * d.idx_head_dim, st_)));
-      STRATA_TRY(op(linear(b.ik, u, s_.ik, d.idx_head_dim, st_)));
-    }
+    const int64_t nq = nh * 2 * hd;
     AttnPrepArgs a;
-    a.qg = s_.qg;
-    a.k = s_.k;
-    a.v = s_.v;
+    if (b.qkv_attn) {
+      a.qg_stride = a.kv_stride = nq + 2 * kv;
+      STRATA_TRY(op(linear(b.qkv_attn, u, s_.qkv_out, a.qg_stride, st_)));
+      a.qg = s_.qkv_out;
+      a.k = s_.qkv_out + nq;
+      a.v = s_.qkv_out + nq + kv;
+    } else {
+      STRATA_TRY(op(linear(b.q, u, s_.qg, nq, st_)));
+      STRATA_TRY(op(linear(b.k, u, s_.k, kv, st_)));
+      STRATA_TRY(op(linear(b.v, u, s_.v, kv, st_)));
+      a.qg = s_.qg;
+      a.k = s_.k;
+      a.v = s_.v;
+    }
+    if (d.ratio > 0) {
+      const int64_t niq = static_cast<int64_t>(d.idx_heads) * d.idx_head_dim;
+      if (b.idx_qk) {
+        a.iq_stride = a.ik_stride = niq + d.idx_head_dim;
+        STRATA_TRY(op(linear(b.idx_qk, u, s_.idx_out, a.iq_stride, st_)));
+        a.iq = s_.idx_out;
+        a.ik = s_.idx_out + niq;
+      } else {
+        STRATA_TRY(op(linear(b.iq, u, s_.iq, niq, st_)));
+        STRATA_TRY(op(linear(b.ik, u, s_.ik, d.idx_head_dim, st_)));
+        a.iq = s_.iq;
+        a.ik = s_.ik;
+      }
+    }
     a.q_norm = b.q_norm;
     a.k_norm = b.k_norm;
     a.q_out = s_.q_out;
     if (d.ratio > 0) {
-      a.iq = s_.iq;
-      a.ik = s_.ik;
       a.iq_norm = b.iq_norm;
       a.ik_norm = b.ik_norm;
       a.qi_out = s_.qi_out;
@@ -167,37 +276,67 @@ class WindowRun {
     const int64_t* pos = s_.pos();
     STRATA_TRY(op(attn_prep(d, a, pos, T_, cache, st_)));
     if (d.ratio > 0) STRATA_TRY(op(qsa_select(d, s_.qi_out, pos, T_, cache, s_.scores, s_.sel, s_.n_sel, st_)));
-    STRATA_TRY(op(attn_decode(d, s_.q_out, s_.qg, pos, T_, cache, s_.sel, s_.n_sel, s_.attn_scratch, s_.ao.f32, st_)));
-    STRATA_TRY(quantize_for(s_.ao, {&b.o}));
+    void* ao_q8 = takes_q8(b.o) ? s_.ao.q8 : nullptr;
+    STRATA_TRY(op(attn_decode(d, s_.q_out, a.qg, pos, T_, cache, s_.sel, s_.n_sel, s_.attn_scratch, s_.ao.f32, st_,
+                              a.qg_stride, ao_q8, q8_stride_for(nh * hd))));
     return op(linear(b.o, s_.ao.act(T_), s_.y, H_, st_));
   }
 
-  // MoE (spec §8): router -> top-k -> grouped experts into y; the gated shared expert added.
+  // MoE (spec §8): router (+ the shared gate's logit) -> top-k and grouping in one kernel ->
+  // grouped experts -> shared expert -> the routed sum and the gated shared output into y in one
+  // kernel. Concatenated weights (router_gi, sh_gate_up) when uploaded, else their parts.
   Status moe(const DevBlock& b) {
     const int E = static_cast<int>(c_.n_expert), k = static_cast<int>(c_.n_expert_used);
     const int64_t ff = c_.n_ff_shexp;
     const ExpertWeights& e = b.experts;
-    STRATA_TRY(quantize_for(s_.u, {&b.router, &e.gate, &e.up, &e.gate_up, &b.sh_gate, &b.sh_up}));
+    const bool values = obs_ && obs_->wants_values();
+    STRATA_TRY(quantize_for(s_.u, {&b.router, &b.router_gi, &e.gate, &e.up, &e.gate_up, &b.sh_gate, &b.sh_up,
+                                   &b.sh_gate_up, &b.sh_gate_inp}));
     const Act u = s_.u.act(T_);
-    STRATA_TRY(op(linear(b.router, u, s_.router_logits, E, st_)));
-    STRATA_TRY(op(router_topk(s_.router_logits, T_, E, k, s_.ids, s_.weights, st_)));
+    const float* logits = s_.router_logits;  // row t at logits + t * logit_stride
+    int64_t logit_stride = E;
+    const float* gate_logit = s_.gate_logit;  // row t at gate_logit[t * gate_stride]
+    int64_t gate_stride = 1;
+    if (b.router_gi) {
+      STRATA_TRY(op(linear(b.router_gi, u, s_.router_gi_out, E + 1, st_)));
+      logits = s_.router_gi_out;
+      logit_stride = E + 1;
+      gate_logit = s_.router_gi_out + E;
+      gate_stride = E + 1;
+    } else {
+      STRATA_TRY(op(linear(b.router, u, s_.router_logits, E, st_)));
+      STRATA_TRY(op(linear(b.sh_gate_inp, u, s_.gate_logit, 1, st_)));
+    }
+    STRATA_TRY(op(route_and_group(logits, logit_stride, T_, k, e, s_.experts, s_.ids, s_.weights, st_)));
+    if (values && logits != s_.router_logits) {
+      // The stage holds the logits as contiguous rows of E.
+      DECODER_CUDA_TRY(cudaMemcpy2DAsync(s_.router_logits, sizeof(float) * E, logits, sizeof(float) * logit_stride,
+                                         sizeof(float) * E, T_, cudaMemcpyDeviceToDevice, st_));
+    }
     STRATA_TRY(stage("router", b.index, s_.router_logits, E));
-    STRATA_TRY(op(native_expert_grouped(e, u, s_.ids, s_.weights, k, s_.experts, s_.y, st_)));
+    STRATA_TRY(op(expert_mlp_grouped(e, u, k, s_.experts, st_)));
+    // The routed sum on its own exists only for the stage; the window adds it with the shared output.
+    if (values) STRATA_TRY(op(expert_combine(e, T_, k, s_.experts, s_.y, st_)));
     STRATA_TRY(stage("experts", b.index, s_.y, H_));
 
-    STRATA_TRY(op(linear(b.sh_gate, u, s_.sg, ff, st_)));
-    STRATA_TRY(op(linear(b.sh_up, u, s_.su, ff, st_)));
     void* h_q8 = takes_q8(b.sh_down) ? s_.h.q8 : nullptr;
-    STRATA_TRY(op(swiglu(s_.sg, s_.su, ff, T_, static_cast<int>(ff), s_.h.f32, h_q8, q8_stride_for(ff), st_)));
+    if (b.sh_gate_up) {
+      float* gu = s_.sh_gate_up_out;  // row t: gate (ff) then up (ff)
+      STRATA_TRY(op(linear(b.sh_gate_up, u, gu, 2 * ff, st_)));
+      STRATA_TRY(op(swiglu(gu, gu + ff, 2 * ff, T_, static_cast<int>(ff), s_.h.f32, h_q8, q8_stride_for(ff), st_)));
+    } else {
+      STRATA_TRY(op(linear(b.sh_gate, u, s_.sg, ff, st_)));
+      STRATA_TRY(op(linear(b.sh_up, u, s_.su, ff, st_)));
+      STRATA_TRY(op(swiglu(s_.sg, s_.su, ff, T_, static_cast<int>(ff), s_.h.f32, h_q8, q8_stride_for(ff), st_)));
+    }
     STRATA_TRY(op(linear(b.sh_down, s_.h.act(T_), s_.s, H_, st_)));
-    STRATA_TRY(op(linear(b.sh_gate_inp, u, s_.gate_logit, 1, st_)));
-    if (obs_ && obs_->wants_values()) {
+    if (values) {
       // The reference dumps the gated shared output on its own: 0 + s * gate is that value exactly.
       DECODER_CUDA_TRY(cudaMemsetAsync(s_.shared, 0, sizeof(float) * static_cast<size_t>(T_) * H_, st_));
-      STRATA_TRY(op(shared_gate_add(s_.shared, s_.s, s_.gate_logit, T_, H_, st_)));
+      STRATA_TRY(op(shared_gate_add(s_.shared, s_.s, gate_logit, gate_stride, T_, H_, st_)));
     }
     STRATA_TRY(stage("shared", b.index, s_.shared, H_));
-    return op(shared_gate_add(s_.y, s_.s, s_.gate_logit, T_, H_, st_));
+    return op(expert_combine_shared(e, T_, k, s_.experts, s_.s, gate_logit, gate_stride, s_.y, st_));
   }
 
   Decoder::Impl& m_;
@@ -208,6 +347,23 @@ class WindowRun {
   StageObserver* obs_;
   const int S_, H_;
   const int64_t W_;
+  bool u_q8_ready_ = false;  // s_.u.q8 holds u's q8_1 form (hc_post wrote it); quantize_for skips u
+
+ public:
+  // The MTP head over the T rows of x (its fused input, written by the MTP step in
+  // decoder_mtp.cpp), as run() ends the trunk: the MTP block through block() (a trunk attention
+  // layer; its attention works on its own cache slot at the positions the step staged), then
+  // the MTP's own mixer and the shared lm_head (reference::forward_mtp after its mtp_input
+  // stage). x keeps the block's wide output, the input of a chained step.
+  Status mtp_layer(const DevMtp& mtp) {
+    const DevBlock& b = mtp.block;
+    STRATA_TRY(block(b));
+    STRATA_TRY(hc_mix(mtp.head_hc));
+    STRATA_TRY(stage("mtp_mix", b.index, s_.u.f32, H_));
+    STRATA_TRY(quantize_for(s_.u, {&m_.w.output}));
+    STRATA_TRY(op(linear(m_.w.output, s_.u.act(T_), s_.logits, c_.n_vocab, st_)));
+    return stage("mtp_head", b.index, s_.logits, c_.n_vocab);
+  }
 };
 
 }  // namespace
@@ -236,5 +392,7 @@ Status Decoder::Impl::run_commit(int T, int n) {
   if (config.has_ple) STRATA_TRY(ple_conv_commit(ple_dims, ple_hist, n, stream));
   return Status::ok_status();
 }
+
+Status Decoder::Impl::run_mtp_layer(int T, StageObserver* obs) { return WindowRun(*this, T, obs).mtp_layer(*w.mtp); }
 
 }  // namespace strata::cuda

@@ -1,5 +1,8 @@
 // The Backend over Decoder: windows of up to the decoder's max_window rows, commit(n) is
 // the decoder's own rollback. The prompt runs in windows of max_window tokens, each committed.
+// With BackendOptions::mtp on a model with an MTP block, the decoder's MTP head serves
+// mtp_sync / mtp_start / mtp_continue (the same contract; Decoder::mtp_window() after each
+// window hands it the trunk's pre-mixer rows).
 #include "strata/cuda/engine_backend.h"
 
 #include <algorithm>
@@ -50,6 +53,7 @@ class CudaBackend final : public Backend {
     request.logits = rows != LogitRows::None;
     auto out = decoder_->forward(tokens, request);
     if (!out) return out.status();
+    if (decoder_->has_mtp()) STRATA_TRY(decoder_->mtp_window());
     const size_t want = request.logits ? tokens.size() * static_cast<size_t>(n_vocab_) : 0;
     if (out->argmax.size() != tokens.size() || out->logits.size() != want) {
       return Status::error(fmt::format("engine: the CUDA decoder returned {} argmax and {} logits for {} rows",
@@ -68,13 +72,25 @@ class CudaBackend final : public Backend {
 
   Status commit(int n) override { return decoder_->commit(n); }
 
-  bool has_mtp() const override { return false; }
-  Result<std::vector<float>> mtp_sync() override { return no_mtp(); }
-  Result<std::vector<float>> mtp_start(int32_t) override { return no_mtp(); }
-  Result<std::vector<float>> mtp_continue(int32_t) override { return no_mtp(); }
+  bool has_mtp() const override { return decoder_->has_mtp(); }
+  Result<std::vector<float>> mtp_sync() override {
+    if (!has_mtp()) return no_mtp();
+    return decoder_->mtp_sync();
+  }
+  Result<std::vector<float>> mtp_start(int32_t next) override {
+    if (!has_mtp()) return no_mtp();
+    return decoder_->mtp_start(next);
+  }
+  Result<std::vector<float>> mtp_continue(int32_t draft) override {
+    if (!has_mtp()) return no_mtp();
+    return decoder_->mtp_continue(draft);
+  }
 
  private:
-  static Status no_mtp() { return Status::error("engine: the CUDA backend has no MTP head yet (prompt lookup only)"); }
+  static Status no_mtp() {
+    return Status::error("engine: this CUDA backend keeps no MTP head (the model has no MTP block, or "
+                         "BackendOptions::mtp is off)");
+  }
 
   std::unique_ptr<Decoder> decoder_;
   int64_t n_vocab_;
@@ -84,12 +100,12 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 Result<std::unique_ptr<Backend>> create_engine_backend(const reference::Model& model, const BackendOptions& options) {
-  if (options.mtp) {
-    return Status::error("engine: the CUDA backend has no MTP head yet: use prompt-lookup drafts (--spec-source lookup)");
-  }
   DecoderOptions dopt;
   dopt.max_ctx = options.max_ctx;
   dopt.max_window = 8;
+  // As the reference backend: asked for on a model without an MTP block, has_mtp() is false.
+  dopt.mtp = options.mtp;
+  dopt.mtp_all_logits = options.mtp_all_logits;
   auto dec = Decoder::create(model.config(), model.weights(), dopt);
   if (!dec) return dec.status();
   return std::unique_ptr<Backend>(

@@ -5,13 +5,16 @@
 //   gdn_conv_kernel        one thread per channel: a sliding window of K values in registers
 //   gdn_conv_commit_kernel one thread per channel: K - 1 rows through registers (safe in place)
 //   gdn_recurrent_kernel   one CTA per (value head, 32 value columns); the CTA's slice of the
-//                          state lives in registers for the whole window (read and written once)
+//                          state lives in registers for the whole window (read and written once);
+//                          its kConv form runs the conv of the channels the CTA reads first
 //   gdn_gated_norm_kernel  one warp per (row, value head)
 #include "gdn.h"
 
 #include <string>
 
 #include "common.cuh"
+#include "launch.cuh"
+#include "q8_1.cuh"
 
 namespace strata::cuda {
 namespace {
@@ -24,36 +27,36 @@ __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1
 
 // ---- gdn_conv ------------------------------------------------------------------------------------
 
-// Thread ch loads its T new inputs first (independent loads, one memory latency instead of T),
-// then walks the window: win[] holds the K inputs of output row t (oldest first), taken from the
-// K - 1 history rows and then the new rows. Old history rows are only read and new rows only
-// written, so no thread reads what another writes. m and hist are not __restrict__: a caller may
-// project straight into hist rows K - 1 ...
-__global__ void __launch_bounds__(kConvThreads) gdn_conv_kernel(const float* m, int64_t m_stride,
-                                                                const float* __restrict__ conv_w, float* hist,
-                                                                int conv_dim, int K, int T, float* __restrict__ c) {
-  const int ch = blockIdx.x * kConvThreads + threadIdx.x;
-  if (ch >= conv_dim) return;
-  float w[kGdnMaxConvKernel], win[kGdnMaxConvKernel], xs[kMaxWindowRows];
+// One channel's conv over the window, shared by gdn_conv_kernel and the fused conv + recurrent
+// kernel so that both compute the same bits. The T new inputs load first (independent loads, one
+// memory latency instead of T), then the walk: win[] holds the K inputs of output row t (oldest
+// first), taken from the K - 1 history rows and then the new rows. Output row t goes to
+// y[t * y_stride] when y is set; a channel's single writer (`write`) also appends the new rows to
+// hist and stores c. Old history rows are only read and new rows only written, so no thread reads
+// what another writes. m and hist are not __restrict__: a caller may project straight into hist
+// rows K - 1 ...
+__device__ __forceinline__ void conv_channel(const float* m, int64_t m_stride, const float (&w)[kGdnMaxConvKernel],
+                                             float* hist, int conv_dim, int K, int T, int ch, bool write,
+                                             float* __restrict__ c, float* y, int y_stride) {
+  float win[kGdnMaxConvKernel], xs[kMaxWindowRows];
 #pragma unroll
-  for (int j = 0; j < kGdnMaxConvKernel; ++j) {
-    w[j] = j < K ? conv_w[static_cast<int64_t>(ch) * K + j] : 0.0f;
-    win[j] = j < K - 1 ? hist[static_cast<int64_t>(j) * conv_dim + ch] : 0.0f;
-  }
+  for (int j = 0; j < kGdnMaxConvKernel; ++j) win[j] = j < K - 1 ? hist[static_cast<int64_t>(j) * conv_dim + ch] : 0.0f;
 #pragma unroll
   for (int t = 0; t < kMaxWindowRows; ++t) xs[t] = t < T ? m[t * m_stride + ch] : 0.0f;
 #pragma unroll
   for (int t = 0; t < kMaxWindowRows; ++t) {
     if (t >= T) break;
     const float x = xs[t];
-    hist[static_cast<int64_t>(K - 1 + t) * conv_dim + ch] = x;
+    if (write) hist[static_cast<int64_t>(K - 1 + t) * conv_dim + ch] = x;
     // win[K - 1] = the newest row; taps in the reference's order j = 0 .. K - 1.
     float acc = 0.0f;
 #pragma unroll
     for (int j = 0; j < kGdnMaxConvKernel; ++j) {
       if (j < K) acc = fmaf(w[j], j == K - 1 ? x : win[j], acc);
     }
-    c[static_cast<int64_t>(t) * conv_dim + ch] = silu(acc);
+    const float out = silu(acc);
+    if (write) c[static_cast<int64_t>(t) * conv_dim + ch] = out;
+    if (y) y[t * y_stride] = out;
     // Slide: drop the oldest input, append x.
 #pragma unroll
     for (int j = 0; j + 1 < kGdnMaxConvKernel; ++j) {
@@ -63,11 +66,32 @@ __global__ void __launch_bounds__(kConvThreads) gdn_conv_kernel(const float* m, 
   }
 }
 
+__device__ __forceinline__ void load_taps(const float* __restrict__ conv_w, int64_t ch, int K,
+                                          float (&w)[kGdnMaxConvKernel]) {
+#pragma unroll
+  for (int j = 0; j < kGdnMaxConvKernel; ++j) w[j] = j < K ? conv_w[ch * K + j] : 0.0f;
+}
+
+// Thread per channel.
+__global__ void __launch_bounds__(kConvThreads) gdn_conv_kernel(const float* m, int64_t m_stride,
+                                                                const float* __restrict__ conv_w, float* hist,
+                                                                int conv_dim, int K, int T, float* __restrict__ c) {
+  pdl_launch_dependents();
+  const int ch = blockIdx.x * kConvThreads + threadIdx.x;
+  if (ch >= conv_dim) return;
+  float w[kGdnMaxConvKernel];
+  load_taps(conv_w, ch, K, w);
+  pdl_wait();  // the taps are weights; the history and m are written by earlier kernels
+  conv_channel(m, m_stride, w, hist, conv_dim, K, T, ch, /*write=*/true, c, nullptr, 0);
+}
+
 // Rows n .. n + K - 2 to rows 0 .. K - 2 of one channel: every read happens before any write.
 __global__ void __launch_bounds__(kConvThreads) gdn_conv_commit_kernel(float* __restrict__ hist, int conv_dim, int K,
                                                                        int n) {
+  pdl_launch_dependents();
   const int ch = blockIdx.x * kConvThreads + threadIdx.x;
   if (ch >= conv_dim) return;
+  pdl_wait();
   float keep[kGdnMaxConvKernel - 1];
 #pragma unroll
   for (int j = 0; j < kGdnMaxConvKernel - 1; ++j) {
@@ -95,14 +119,29 @@ struct RecArgs {
   const float* state_in;
   float* state_out;
   float* out;
+  float* b_keep;  // optional: b and a rows copied at stride n_v_heads (by the CTAs of column 0)
+  float* a_keep;
   int n_k_heads, n_v_heads, conv_dim, T;
+  // The fused conv (kConv): m rows at m + t * m_stride, the taps, the history; c_out (= c) written.
+  float* c_out;
+  const float* m;
+  int64_t m_stride;
+  const float* conv_w;
+  float* hist;
+  int K;
 };
 
 // Grid (D / 32, n_v_heads). Warp w owns key rows [w * R, (w + 1) * R) of the CTA's 32 columns,
 // lane l column col0 + l, so M[i][j] of the slice sits in register m[i - w * R] of that lane. Each
 // product M^T x is a per-warp partial over its R rows (ascending i) and then a sum of the
 // kRecWarps partials in warp order, computed identically by every thread that needs it.
-template <int D>
+//
+// kConv: the CTA first computes the conv outputs it needs from m and the history (q and k of its
+// key head, v of its 32 columns) straight into shared memory. Each channel's conv is computed by
+// several CTAs (every value head of a key head, every column block), but written to c and
+// appended to hist by one: q/k channels by the CTA (column block 0, value head kh), v channels by
+// their only reader. The others read only history rows 0 .. K-2, which no CTA writes.
+template <int D, bool kConv>
 __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const RecArgs p) {
   static_assert(D % kRecCols == 0 && D % kRecWarps == 0, "head_dim must split into lanes and warps");
   constexpr int R = D / kRecWarps;
@@ -118,6 +157,8 @@ __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const RecArg
   const int kh = h % p.n_k_heads;  // tiled order (reference key_head)
   const int64_t key_dim = static_cast<int64_t>(p.n_k_heads) * D;
 
+  pdl_launch_dependents();
+  pdl_wait();  // everything below reads state or activations written by earlier kernels
   // The state slice first, so its loads are in flight during the prologue. Read once per window:
   // streaming (evict-first) loads and stores keep it from displacing weights in L2.
   const int64_t sbase = static_cast<int64_t>(h) * D * D + col0 + lane;
@@ -125,12 +166,45 @@ __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const RecArg
 #pragma unroll
   for (int r = 0; r < R; ++r) m[r] = __ldcs(p.state_in + sbase + static_cast<int64_t>(row0 + r) * D);
 
+  if constexpr (kConv) {
+    const bool owns_qk = h == kh && blockIdx.x == 0;
+    for (int i = static_cast<int>(threadIdx.x); i < 2 * D + kRecCols; i += kRecThreads) {
+      int ch;
+      float* y;
+      int y_stride;
+      bool write;
+      if (i < D) {
+        ch = kh * D + i;
+        y = &qn[0][i];
+        y_stride = D;
+        write = owns_qk;
+      } else if (i < 2 * D) {
+        ch = static_cast<int>(key_dim) + kh * D + (i - D);
+        y = &kn[0][i - D];
+        y_stride = D;
+        write = owns_qk;
+      } else {
+        ch = 2 * static_cast<int>(key_dim) + h * D + col0 + (i - 2 * D);
+        y = &vs[0][i - 2 * D];
+        y_stride = kRecCols;
+        write = true;
+      }
+      float w[kGdnMaxConvKernel];
+      load_taps(p.conv_w, ch, p.K, w);
+      conv_channel(p.m, p.m_stride, w, p.hist, p.conv_dim, p.K, p.T, ch, write, p.c_out, y, y_stride);
+    }
+    __syncthreads();
+  }
+
   // Prologue: q/k of every row normalised (one warp per vector), v of this CTA's columns, gates.
   const float sqrt_d = sqrtf(static_cast<float>(D));
   for (int vec = warp; vec < 2 * p.T; vec += kRecWarps) {
     const int t = vec >> 1;
     const bool is_q = (vec & 1) == 0;
-    const float* x = p.c + static_cast<int64_t>(t) * p.conv_dim + (is_q ? 0 : key_dim) + static_cast<int64_t>(kh) * D;
+    // kConv: the raw conv outputs are already in qn / kn; each lane reads its elements before it
+    // overwrites them with the normalised values.
+    const float* x = kConv ? (is_q ? qn[t] : kn[t])
+                           : p.c + static_cast<int64_t>(t) * p.conv_dim + (is_q ? 0 : key_dim) + static_cast<int64_t>(kh) * D;
     float xv[D / 32];
     float ss = 0.0f;
 #pragma unroll
@@ -146,13 +220,17 @@ __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const RecArg
       else kn[t][e * 32 + lane] = xv[e] * inv;
     }
   }
-  for (int i = static_cast<int>(threadIdx.x); i < p.T * kRecCols; i += kRecThreads) {
+  for (int i = static_cast<int>(threadIdx.x); !kConv && i < p.T * kRecCols; i += kRecThreads) {
     const int t = i / kRecCols, l = i % kRecCols;
     vs[t][l] = p.c[static_cast<int64_t>(t) * p.conv_dim + 2 * key_dim + static_cast<int64_t>(h) * D + col0 + l];
   }
   if (static_cast<int>(threadIdx.x) < p.T) {
     const int t = threadIdx.x;
     const float bt = p.b[t * p.ba_stride + h], at = p.a[t * p.ba_stride + h];
+    if (p.b_keep && blockIdx.x == 0) {  // one writer per (row, head)
+      p.b_keep[t * p.n_v_heads + h] = bt;
+      p.a_keep[t * p.n_v_heads + h] = at;
+    }
     beta[t] = sigmoid(bt);
     decay[t] = expf(p.ssm_a[h] * softplus(at + p.dt_bias[h]));  // g = A * softplus(a + dt_bias)
   }
@@ -201,15 +279,22 @@ __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const RecArg
 
 constexpr int kNormWarps = 4;
 
-// Warp per (row t, head hd): sum of squares in fp32 (lane-strided, then the warp butterfly).
+// Warp per (row t, head hd): sum of squares in fp32 (lane-strided, then the warp butterfly). The
+// output pass gives each lane 4 consecutive values per 128, the layout of quantize_q8_1_quad, so
+// the q8_1 form (y_q8, when set; head_dim a multiple of 32) comes from the values just stored:
+// the same bytes quantize_q8_1 writes from y.
 __global__ void __launch_bounds__(kNormWarps * 32) gdn_gated_norm_kernel(const float* __restrict__ o,
                                                                          const float* __restrict__ z, int64_t z_stride,
                                                                          const float* __restrict__ w, int n_v_heads,
                                                                          int D, int T, float eps,
-                                                                         float* __restrict__ y) {
+                                                                         float* __restrict__ y,
+                                                                         uint8_t* __restrict__ y_q8,
+                                                                         int64_t q8_stride) {
+  pdl_launch_dependents();
   const int gw = blockIdx.x * kNormWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (gw >= T * n_v_heads) return;  // whole warps leave together: warp_sum below stays full
+  pdl_wait();
   const int t = gw / n_v_heads, hd = gw % n_v_heads;
   const int64_t row = static_cast<int64_t>(t) * n_v_heads * D + static_cast<int64_t>(hd) * D;
   const float* x = o + row;
@@ -218,7 +303,23 @@ __global__ void __launch_bounds__(kNormWarps * 32) gdn_gated_norm_kernel(const f
   for (int i = lane; i < D; i += 32) ss = fmaf(x[i], x[i], ss);
   ss = warp_sum(ss);
   const float r = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
-  for (int i = lane; i < D; i += 32) y[row + i] = (w[i] * (x[i] * r)) * sigmoid(g[i]);  // reference order
+  for (int c0 = 0; c0 < D; c0 += 128) {  // uniform per warp: every lane reaches the quantizer
+    const int i0 = c0 + 4 * lane;
+    float v[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = i0 + e;
+      v[e] = 0.0f;
+      if (i < D) {
+        v[e] = (w[i] * (x[i] * r)) * sigmoid(g[i]);  // reference order
+        y[row + i] = v[e];
+      }
+    }
+    if (y_q8) {
+      const int64_t col = static_cast<int64_t>(hd) * D + i0;  // column in the row of n_v_heads * D
+      quantize_q8_1_quad(make_float4(v[0], v[1], v[2], v[3]), i0 < D, y_q8 + t * q8_stride, col / 32, lane & 7);
+    }
+  }
 }
 
 // ---- argument checks -----------------------------------------------------------------------------
@@ -252,6 +353,41 @@ Status check_ptr(const void* ptr, const char* op, const char* name) {
 
 int blocks_for(int64_t n, int per_block) { return static_cast<int>((n + per_block - 1) / per_block); }
 
+template <bool kConv>
+cudaError_t launch_recurrent(const GdnDims& d, const RecArgs& p, Stream stream) {
+  const dim3 grid(d.head_dim / kRecCols, d.n_v_heads);
+  switch (d.head_dim) {
+    case 32: return launch_kernel(gdn_recurrent_kernel<32, kConv>, grid, dim3(kRecThreads), 0, stream, p);
+    case 64: return launch_kernel(gdn_recurrent_kernel<64, kConv>, grid, dim3(kRecThreads), 0, stream, p);
+    default: return launch_kernel(gdn_recurrent_kernel<128, kConv>, grid, dim3(kRecThreads), 0, stream, p);
+  }
+}
+
+// The checks gdn_recurrent and gdn_conv_recurrent share.
+Status check_recurrent(const GdnDims& d, const char* op, const float* b, const float* a, int64_t ba_stride,
+                       const float* ssm_a, const float* dt_bias, const float* state_in, float* state_out, int T,
+                       float* out, float* b_keep, float* a_keep) {
+  STRATA_TRY(check_dims(d, op));
+  STRATA_TRY(check_rows(T, op));
+  STRATA_TRY(check_ptr(b, op, "b"));
+  STRATA_TRY(check_ptr(a, op, "a"));
+  STRATA_TRY(check_ptr(ssm_a, op, "ssm_a"));
+  STRATA_TRY(check_ptr(dt_bias, op, "dt_bias"));
+  STRATA_TRY(check_ptr(state_in, op, "state_in"));
+  STRATA_TRY(check_ptr(state_out, op, "state_out"));
+  STRATA_TRY(check_ptr(out, op, "out"));
+  const std::string f = std::string("gdn: ") + op + ": ";
+  if (!gdn_recurrent_supports_head_dim(d.head_dim))
+    return Status::error(f + "head_dim must be 32, 64 or 128 (got " + std::to_string(d.head_dim) + ")");
+  if (ba_stride < d.n_v_heads)
+    return Status::error(f + "ba_stride (" + std::to_string(ba_stride) + ") must be >= n_v_heads (" +
+                         std::to_string(d.n_v_heads) + ")");
+  if ((b_keep == nullptr) != (a_keep == nullptr))
+    return Status::error(f + "b_keep and a_keep must both be set or both be null");
+  if (b_keep && (b_keep == b || a_keep == a)) return Status::error(f + "b_keep / a_keep must not be the b / a they copy");
+  return Status::ok_status();
+}
+
 }  // namespace
 
 bool gdn_recurrent_supports_head_dim(int head_dim) { return head_dim == 32 || head_dim == 64 || head_dim == 128; }
@@ -269,9 +405,8 @@ Status gdn_conv(const GdnDims& d, const float* m, int64_t m_stride, const float*
   if (m_stride < conv_dim)
     return Status::error("gdn: gdn_conv: m_stride (" + std::to_string(m_stride) + ") must be >= conv_dim (" +
                          std::to_string(conv_dim) + ")");
-  gdn_conv_kernel<<<blocks_for(conv_dim, kConvThreads), kConvThreads, 0, stream>>>(m, m_stride, conv_w, hist, conv_dim,
-                                                                                     d.conv_kernel, T, c);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(gdn_conv_kernel, dim3(blocks_for(conv_dim, kConvThreads)), dim3(kConvThreads), 0,
+                                stream, m, m_stride, conv_w, hist, conv_dim, d.conv_kernel, T, c));
   return Status::ok_status();
 }
 
@@ -284,44 +419,45 @@ Status gdn_conv_commit(const GdnDims& d, float* hist, int n, Stream stream) {
                          std::to_string(n) + ")");
   if (n == 0 || d.conv_kernel == 1) return Status::ok_status();  // nothing moves
   const int conv_dim = d.conv_dim();
-  gdn_conv_commit_kernel<<<blocks_for(conv_dim, kConvThreads), kConvThreads, 0, stream>>>(hist, conv_dim, d.conv_kernel,
-                                                                                            n);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(gdn_conv_commit_kernel, dim3(blocks_for(conv_dim, kConvThreads)), dim3(kConvThreads),
+                                0, stream, hist, conv_dim, d.conv_kernel, n));
   return Status::ok_status();
 }
 
 Status gdn_recurrent(const GdnDims& d, const float* c, const float* b, const float* a, int64_t ba_stride,
                      const float* ssm_a, const float* dt_bias, const float* state_in, float* state_out, int T,
-                     float* out, Stream stream) {
-  STRATA_TRY(check_dims(d, "gdn_recurrent"));
-  STRATA_TRY(check_rows(T, "gdn_recurrent"));
+                     float* out, Stream stream, float* b_keep, float* a_keep) {
+  STRATA_TRY(check_recurrent(d, "gdn_recurrent", b, a, ba_stride, ssm_a, dt_bias, state_in, state_out, T, out, b_keep,
+                             a_keep));
   STRATA_TRY(check_ptr(c, "gdn_recurrent", "c"));
-  STRATA_TRY(check_ptr(b, "gdn_recurrent", "b"));
-  STRATA_TRY(check_ptr(a, "gdn_recurrent", "a"));
-  STRATA_TRY(check_ptr(ssm_a, "gdn_recurrent", "ssm_a"));
-  STRATA_TRY(check_ptr(dt_bias, "gdn_recurrent", "dt_bias"));
-  STRATA_TRY(check_ptr(state_in, "gdn_recurrent", "state_in"));
-  STRATA_TRY(check_ptr(state_out, "gdn_recurrent", "state_out"));
-  STRATA_TRY(check_ptr(out, "gdn_recurrent", "out"));
-  if (!gdn_recurrent_supports_head_dim(d.head_dim))
-    return Status::error("gdn: gdn_recurrent: head_dim must be 32, 64 or 128 (got " + std::to_string(d.head_dim) + ")");
-  if (ba_stride < d.n_v_heads)
-    return Status::error("gdn: gdn_recurrent: ba_stride (" + std::to_string(ba_stride) + ") must be >= n_v_heads (" +
-                         std::to_string(d.n_v_heads) + ")");
-  const RecArgs p{c, b, a, ba_stride, ssm_a, dt_bias, state_in, state_out, out,
-                  d.n_k_heads, d.n_v_heads, d.conv_dim(), T};
-  const dim3 grid(d.head_dim / kRecCols, d.n_v_heads);
-  switch (d.head_dim) {
-    case 32: gdn_recurrent_kernel<32><<<grid, kRecThreads, 0, stream>>>(p); break;
-    case 64: gdn_recurrent_kernel<64><<<grid, kRecThreads, 0, stream>>>(p); break;
-    default: gdn_recurrent_kernel<128><<<grid, kRecThreads, 0, stream>>>(p); break;
-  }
-  STRATA_CUDA_TRY(cudaGetLastError());
+  const RecArgs p{c, b, a, ba_stride, ssm_a, dt_bias, state_in, state_out, out, b_keep, a_keep,
+                  d.n_k_heads, d.n_v_heads, d.conv_dim(), T, nullptr, nullptr, 0, nullptr, nullptr, 0};
+  STRATA_CUDA_TRY(launch_recurrent<false>(d, p, stream));
+  return Status::ok_status();
+}
+
+Status gdn_conv_recurrent(const GdnDims& d, const float* m, int64_t m_stride, const float* conv_w, float* hist,
+                          float* c, const float* b, const float* a, int64_t ba_stride, const float* ssm_a,
+                          const float* dt_bias, const float* state_in, float* state_out, int T, float* out,
+                          Stream stream, float* b_keep, float* a_keep) {
+  const char* op = "gdn_conv_recurrent";
+  STRATA_TRY(check_recurrent(d, op, b, a, ba_stride, ssm_a, dt_bias, state_in, state_out, T, out, b_keep, a_keep));
+  STRATA_TRY(check_kernel(d, op));
+  STRATA_TRY(check_ptr(m, op, "m"));
+  STRATA_TRY(check_ptr(conv_w, op, "conv_w"));
+  STRATA_TRY(check_ptr(hist, op, "hist"));
+  STRATA_TRY(check_ptr(c, op, "c"));
+  if (m_stride < d.conv_dim())
+    return Status::error("gdn: gdn_conv_recurrent: m_stride (" + std::to_string(m_stride) + ") must be >= conv_dim (" +
+                         std::to_string(d.conv_dim()) + ")");
+  const RecArgs p{c, b, a, ba_stride, ssm_a, dt_bias, state_in, state_out, out, b_keep, a_keep,
+                  d.n_k_heads, d.n_v_heads, d.conv_dim(), T, c, m, m_stride, conv_w, hist, d.conv_kernel};
+  STRATA_CUDA_TRY(launch_recurrent<true>(d, p, stream));
   return Status::ok_status();
 }
 
 Status gdn_gated_norm(const GdnDims& d, const float* o, const float* z, int64_t z_stride, const float* w, int T,
-                      float* y, Stream stream) {
+                      float* y, Stream stream, void* y_q8, int64_t q8_stride) {
   STRATA_TRY(check_dims(d, "gdn_gated_norm"));
   STRATA_TRY(check_rows(T, "gdn_gated_norm"));
   STRATA_TRY(check_ptr(o, "gdn_gated_norm", "o"));
@@ -332,10 +468,18 @@ Status gdn_gated_norm(const GdnDims& d, const float* o, const float* z, int64_t 
   if (z_stride < value_dim)
     return Status::error("gdn: gdn_gated_norm: z_stride (" + std::to_string(z_stride) + ") must be >= n_v_heads * head_dim (" +
                          std::to_string(value_dim) + ")");
+  if (y_q8) {
+    if (d.head_dim % 32 != 0)
+      return Status::error("gdn: gdn_gated_norm: a q8_1 output needs head_dim a multiple of 32 (got " +
+                           std::to_string(d.head_dim) + ")");
+    if (reinterpret_cast<uintptr_t>(y_q8) % 16 != 0 || q8_stride % 16 != 0 || q8_stride < value_dim / 32 * 36)
+      return Status::error("gdn: gdn_gated_norm: y_q8 must be 16-byte aligned with a stride that is a multiple of 16 "
+                           "bytes >= " + std::to_string(value_dim / 32 * 36) + " (stride " + std::to_string(q8_stride) + ")");
+  }
   const int warps = T * d.n_v_heads;
-  gdn_gated_norm_kernel<<<blocks_for(warps, kNormWarps), kNormWarps * 32, 0, stream>>>(o, z, z_stride, w, d.n_v_heads,
-                                                                                       d.head_dim, T, d.eps, y);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(gdn_gated_norm_kernel, dim3(blocks_for(warps, kNormWarps)), dim3(kNormWarps * 32), 0,
+                                stream, o, z, z_stride, w, d.n_v_heads, d.head_dim, T, d.eps, y,
+                                static_cast<uint8_t*>(y_q8), q8_stride));
   return Status::ok_status();
 }
 

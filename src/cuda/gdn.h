@@ -6,8 +6,9 @@
 //   gdn_recurrent   l2norm of q/k, q / sqrt(d), beta = sigmoid(b), g = A * softplus(a + dt_bias),
 //                   then per value head and row: M = exp(g) M; r = M^T k; M += k (x) beta (v - r);
 //                   o = M^T q
-//   gdn_gated_norm  y = rmsnorm(o) * w * sigmoid(z) per value head
+//   gdn_gated_norm  y = rmsnorm(o) * w * sigmoid(z) per value head (optionally with y's q8_1 rows)
 // and ssm_out with linear(). The recurrent state is fp32 [n_v_heads, d(k), d(v)] in VRAM.
+// gdn_conv_recurrent is gdn_conv + gdn_recurrent in one launch (the decoder's window path).
 //
 // Rollback (verify windows): the conv history buffer holds K - 1 + T_max rows; gdn_conv appends
 // the window's rows after the K - 1 kept ones and gdn_conv_commit(n) keeps the K - 1 rows that
@@ -45,16 +46,29 @@ Status gdn_conv_commit(const GdnDims& d, float* hist, int n, Stream stream);
 
 // c: [T, conv_dim] from gdn_conv (q | k | v, head-major); b, a: [T, n_v_heads] rows b + t * ba_stride;
 // ssm_a: A = -exp(A_log) [n_v_heads]; dt_bias [n_v_heads]; out: [T, n_v_heads * head_dim].
+// b_keep / a_keep (both or neither; not b / a themselves): b and a also copied there as
+// [T, n_v_heads] contiguous rows, for a later replay when the projection wrote them as slices
+// of a wider output.
 Status gdn_recurrent(const GdnDims& d, const float* c, const float* b, const float* a, int64_t ba_stride,
                      const float* ssm_a, const float* dt_bias, const float* state_in, float* state_out, int T,
-                     float* out, Stream stream);
+                     float* out, Stream stream, float* b_keep = nullptr, float* a_keep = nullptr);
+
+// gdn_conv then gdn_recurrent in one launch: the same m / conv_w / hist / c contract as gdn_conv
+// (c is written, for a later replay) and the same b / a / state / out contract as gdn_recurrent,
+// with bit-identical results. Each CTA computes the conv outputs it reads itself.
+Status gdn_conv_recurrent(const GdnDims& d, const float* m, int64_t m_stride, const float* conv_w, float* hist,
+                          float* c, const float* b, const float* a, int64_t ba_stride, const float* ssm_a,
+                          const float* dt_bias, const float* state_in, float* state_out, int T, float* out,
+                          Stream stream, float* b_keep = nullptr, float* a_keep = nullptr);
 
 // The head dims gdn_recurrent is compiled for (one kernel instance each): 32, 64 and 128.
 bool gdn_recurrent_supports_head_dim(int head_dim);
 
 // y[t, h, :] = o[t, h, :] * rsqrt(mean(o^2) + eps) * w * sigmoid(z[t, h, :]); z rows z + t * z_stride;
-// y contiguous [T, n_v_heads * head_dim]. w: [head_dim], shared by every head.
+// y contiguous [T, n_v_heads * head_dim]. w: [head_dim], shared by every head. With y_q8 (head_dim
+// a multiple of 32) y's q8_1 rows too, at y_q8 + t * q8_stride: the bytes quantize_q8_1 would
+// write from y, so the out projection needs no quantize launch.
 Status gdn_gated_norm(const GdnDims& d, const float* o, const float* z, int64_t z_stride, const float* w, int T,
-                      float* y, Stream stream);
+                      float* y, Stream stream, void* y_q8 = nullptr, int64_t q8_stride = 0);
 
 }  // namespace strata::cuda

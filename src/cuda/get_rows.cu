@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common.cuh"
+#include "launch.cuh"
 #include "quant_decode.cuh"
 #include "quant_tables.cuh"
 
@@ -23,6 +24,8 @@ __global__ void __launch_bounds__(kThreads) get_rows_quant_kernel(const uint8_t*
                                                                   int64_t src_rows, int ngroups,
                                                                   const int32_t* __restrict__ ids,
                                                                   float* __restrict__ dst, int64_t dst_stride) {
+  pdl_launch_dependents();
+  pdl_wait();
   using Q = qd::Dec<T>;
   constexpr int kChunksPerBlock = Q::QK / 32;
   const int gi = blockIdx.x * kThreads + threadIdx.x;
@@ -48,6 +51,8 @@ __global__ void __launch_bounds__(kThreads) get_rows_plain_kernel(const uint8_t*
                                                                   int64_t src_rows, int nquads,
                                                                   const int32_t* __restrict__ ids,
                                                                   float* __restrict__ dst, int64_t dst_stride) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int qi = blockIdx.x * kThreads + threadIdx.x;
   if (qi >= nquads) return;
   const int64_t i = blockIdx.y;
@@ -72,16 +77,18 @@ __global__ void __launch_bounds__(kThreads) get_rows_plain_kernel(const uint8_t*
 }
 
 template <Type T>
-void launch_get_rows(const GetRowsArgs& a, int64_t row_bytes, cudaStream_t stream) {
+cudaError_t launch_get_rows(const GetRowsArgs& a, int64_t row_bytes, cudaStream_t stream) {
   const auto* src = static_cast<const uint8_t*>(a.src);
   if constexpr (T == Type::F32 || T == Type::F16 || T == Type::BF16) {
     const int nquads = static_cast<int>(a.cols / 4);
     const dim3 grid(static_cast<unsigned>((nquads + kThreads - 1) / kThreads), static_cast<unsigned>(a.n_ids));
-    get_rows_plain_kernel<T><<<grid, kThreads, 0, stream>>>(src, row_bytes, a.src_rows, nquads, a.ids, a.dst, a.dst_stride);
+    return launch_kernel(get_rows_plain_kernel<T>, grid, dim3(kThreads), 0, stream, src, row_bytes, a.src_rows, nquads,
+                         a.ids, a.dst, a.dst_stride);
   } else {
     const int ngroups = static_cast<int>(a.cols / 8);
     const dim3 grid(static_cast<unsigned>((ngroups + kThreads - 1) / kThreads), static_cast<unsigned>(a.n_ids));
-    get_rows_quant_kernel<T><<<grid, kThreads, 0, stream>>>(src, row_bytes, a.src_rows, ngroups, a.ids, a.dst, a.dst_stride);
+    return launch_kernel(get_rows_quant_kernel<T>, grid, dim3(kThreads), 0, stream, src, row_bytes, a.src_rows, ngroups,
+                         a.ids, a.dst, a.dst_stride);
   }
 }
 
@@ -119,9 +126,10 @@ Status get_rows(const GetRowsArgs& a, Stream stream) {
   if (a.n_ids == 0) return Status::ok_status();
   const int64_t row_bytes = a.cols / block * info->type_size;
   auto* s = reinterpret_cast<cudaStream_t>(stream);
+  cudaError_t err = cudaSuccess;
   switch (a.type) {
 #define STRATA_CASE(name) \
-  case Type::name: launch_get_rows<Type::name>(a, row_bytes, s); break;
+  case Type::name: err = launch_get_rows<Type::name>(a, row_bytes, s); break;
     STRATA_MMVQ_QUANT_TYPES(STRATA_CASE)
     STRATA_CASE(F32)
     STRATA_CASE(F16)
@@ -130,7 +138,7 @@ Status get_rows(const GetRowsArgs& a, Stream stream) {
     default:
       return fail("no kernel for type " + std::string(info->name));
   }
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(err);
   return Status::ok_status();
 }
 

@@ -7,8 +7,15 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
+
+#include <cooperative_groups.h>
+#include <cuda_fp16.h>
 
 #include "common.cuh"
+#include "float_weights.cuh"
+#include "launch.cuh"
+#include "q8_1.cuh"
 
 namespace strata::cuda {
 namespace {
@@ -22,6 +29,8 @@ template <bool kVec>
 __global__ void __launch_bounds__(kNormThreads) hc_norm_kernel(const float* __restrict__ x, const float* __restrict__ w,
                                                                int S, int H, float eps, float* __restrict__ xn) {
   __shared__ double partial[kNormThreads / 32];
+  pdl_launch_dependents();
+  pdl_wait();
   const int s = blockIdx.x, t = blockIdx.y;
   const int64_t row = (static_cast<int64_t>(t) * S + s) * H;
   const float* xr = x + row;
@@ -55,6 +64,8 @@ __global__ void __launch_bounds__(kNormThreads) hc_norm_kernel(const float* __re
 }
 
 __global__ void __launch_bounds__(kEltThreads) hc_down_act_kernel(float* __restrict__ d, int n, float s) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int i = blockIdx.x * kEltThreads + threadIdx.x;
   if (i < n) d[i] = silu_f(d[i] / s);
 }
@@ -64,6 +75,8 @@ __global__ void __launch_bounds__(kEltThreads) hc_gate_mean_kernel(const float* 
                                                                    const float* __restrict__ xn,
                                                                    const float* __restrict__ a, int T, int S, int H,
                                                                    float* __restrict__ u, float* __restrict__ alpha) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int i = blockIdx.x * kEltThreads + threadIdx.x;
   if (i >= T * H) return;
   const int t = i / H, j = i % H;
@@ -78,17 +91,23 @@ __global__ void __launch_bounds__(kEltThreads) hc_gate_mean_kernel(const float* 
   if (a != nullptr && j < S) alpha[t * S + j] = 2.0f * sigmoid_f(a[t * S + j] / s);
 }
 
-__global__ void __launch_bounds__(kEltThreads) hc_combine_kernel(float* __restrict__ x, const float* __restrict__ y,
-                                                                 const float* __restrict__ alpha, int S, int H, int n) {
+// out may be x (in place): each element is read and written by the same thread only.
+__global__ void __launch_bounds__(kEltThreads) hc_combine_kernel(const float* x, const float* __restrict__ y,
+                                                                 const float* __restrict__ alpha, int S, int H, int n,
+                                                                 float* out) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int i = blockIdx.x * kEltThreads + threadIdx.x;
   if (i >= n) return;
   const int wide = S * H;
   const int t = i / wide, s = (i % wide) / H, j = i % H;
-  x[i] = __fadd_rn(x[i], __fmul_rn(y[t * H + j], alpha[t * S + s]));
+  out[i] = __fadd_rn(x[i], __fmul_rn(y[t * H + j], alpha[t * S + s]));
 }
 
 __global__ void __launch_bounds__(kEltThreads) hc_broadcast_kernel(const float* __restrict__ e, int S, int H, int n,
                                                                    float* __restrict__ x) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int i = blockIdx.x * kEltThreads + threadIdx.x;
   if (i >= n) return;
   const int wide = S * H;
@@ -97,8 +116,331 @@ __global__ void __launch_bounds__(kEltThreads) hc_broadcast_kernel(const float* 
 
 __global__ void __launch_bounds__(kEltThreads) add_inplace_kernel(float* __restrict__ y, const float* __restrict__ x,
                                                                   int64_t n) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kEltThreads;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kEltThreads + threadIdx.x; i < n; i += stride) y[i] += x[i];
+}
+
+// ---- the fused mix: hc_pre and hc_post ------------------------------------------------------------
+//
+// Both run as thread-block clusters of S CTAs, CTA rank s owning stream s: the work a stream needs
+// (its inv_rms, its K-slice of down / inject, its H rows of up) stays inside one CTA, and the sum
+// over the S streams is read across the cluster's shared memory (DSMEM) by rank 0 in stream order,
+// so no partial sums go through global memory and no second launch is needed.
+//
+// hc_pre, cluster g = output rows 4g .. 4g+3 of [down; inject] (rank + S rows), CTA s = columns
+// s*H .. s*H+H-1. Released geometry (S=4, H=2560, rank 320, BF16): 81 clusters = 324 CTAs of 256
+// threads, all resident at once (<= 3 per SM). Bytes per launch at T = 1: weights 324 * 4 * 2560 *
+// 2 = 6.6 MB from HBM (prefetched to L2 before pdl_wait, so the fetch overlaps the previous
+// kernel's tail; each element read once for all T rows); X slice T * 10 KB and norm slice 10 KB per
+// CTA from L2 (3.3 MB + 3.3 MB at T = 1). Work: the sum of squares (H per row and stream, double),
+// then per weight element 2 multiplies for xn (once per t) and one FMA per t. Each thread keeps
+// 2 x 4 16-byte weight loads in flight (32 KB per CTA). With a folded combine every CTA forms
+// x + alpha_prev * y itself where it reads x (y: T * 10 KB more per CTA from L2) and cluster 0
+// writes the combined X to x_out (T * 40 KB): the separate combine launch (read 2 x, write x) goes.
+//
+// hc_post, cluster b = u columns 32b .. 32b+31 (one q8_1 block), CTA s = the 32 rows s*H + 32b ..
+// of up (32 * rank weights, contiguous). 8 lanes per row split K = rank; rank 0 sums the S
+// streams' sigmoid(g) * xn in stream order, divides by S, writes u and its q8_1 block. Released
+// geometry: 80 clusters = 320 CTAs, 32 * 320 * 2 = 20 KB of weights per CTA (6.6 MB per launch),
+// 5 16-byte loads per thread, all issued before pdl_wait.
+
+namespace cg = cooperative_groups;
+
+// kN consecutive floats (kN a multiple of 4, 16-byte aligned) from global memory.
+template <int kN>
+__device__ __forceinline__ void load_floats(const float* p, float* f) {
+#pragma unroll
+  for (int k = 0; k < kN / 4; ++k) {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(p) + k);
+    f[4 * k] = v.x;
+    f[4 * k + 1] = v.y;
+    f[4 * k + 2] = v.z;
+    f[4 * k + 3] = v.w;
+  }
+}
+
+constexpr int kPreThreads = 256;
+constexpr int kPreWarps = kPreThreads / 32;
+constexpr int kPreRows = 4;   // output rows of [down; inject] per cluster
+constexpr int kPreBatch = 2;  // 16-byte vectors per row and thread in flight
+
+struct HcPreParams {
+  const float* x;
+  const float* norm;
+  const uint8_t* down;
+  const uint8_t* inject;  // null: final mixer
+  int64_t row_bytes;      // of down and inject (S*H weights)
+  int T, S, H, rank, n_out;
+  float eps;
+  float* r;
+  float* alpha;
+  float* inv_rms;
+  const float* y;           // null: no combine folded in
+  const float* alpha_prev;
+  float* x_out;
+};
+
+// kN consecutive values of this CTA's stream of the X the mix takes, row t, from column j of the
+// stream (j a multiple of 4): x itself, or with the folded combine x + y * alpha_prev as
+// hc_combine_kernel rounds it.
+template <int kN>
+__device__ __forceinline__ void load_mix_x(const HcPreParams& p, int t, int sid, int j, float* f) {
+  const int64_t wide = static_cast<int64_t>(p.S) * p.H;
+  load_floats<kN>(p.x + t * wide + static_cast<int64_t>(sid) * p.H + j, f);
+  if (p.y != nullptr) {
+    float yv[kN];
+    load_floats<kN>(p.y + static_cast<int64_t>(t) * p.H + j, yv);
+    const float a = p.alpha_prev[t * p.S + sid];
+#pragma unroll
+    for (int e = 0; e < kN; ++e) f[e] = __fadd_rn(f[e], __fmul_rn(yv[e], a));
+  }
+}
+
+// Batch `base` of this thread's vectors of the kPreRows rows (zero past the row or the tensor).
+template <quant::Type WT>
+__device__ __forceinline__ void load_pre_batch(uint4 (&w)[kPreBatch][kPreRows], const uint8_t* const (&rows)[kPreRows],
+                                               int base, int nvec) {
+#pragma unroll
+  for (int b = 0; b < kPreBatch; ++b) {
+    const int v = base + b * kPreThreads;
+#pragma unroll
+    for (int r = 0; r < kPreRows; ++r)
+      w[b][r] = rows[r] != nullptr && v < nvec ? __ldcs(reinterpret_cast<const uint4*>(rows[r]) + v) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+template <quant::Type WT, int kT>
+__global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(const HcPreParams p) {
+  constexpr int kVec = kWeightsPerVec<WT>;
+  __shared__ double ss_part[kPreWarps][kMaxWindowRows];
+  __shared__ float rms[kMaxWindowRows];
+  __shared__ float red[kPreWarps][kPreRows][kMaxWindowRows];
+  __shared__ float part[kPreRows * kMaxWindowRows];  // this stream's dot products; rank 0 reads them
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int sid = static_cast<int>(cluster.block_rank());
+  const int row0 = static_cast<int>(blockIdx.x) / p.S * kPreRows;
+  const int nvec = p.H / kVec;
+  const int64_t col0 = static_cast<int64_t>(sid) * p.H;  // the stream's first column of a wide row
+  const int64_t wide = static_cast<int64_t>(p.S) * p.H;
+
+  pdl_launch_dependents();
+  const uint8_t* rows[kPreRows];
+#pragma unroll
+  for (int r = 0; r < kPreRows; ++r) {
+    const int gr = row0 + r;
+    const uint8_t* base = gr < p.rank ? p.down + gr * p.row_bytes
+                          : gr < p.n_out ? p.inject + (gr - p.rank) * p.row_bytes
+                                         : nullptr;
+    rows[r] = base != nullptr ? base + col0 * kWeightBytes<WT> : nullptr;
+    if (rows[r] != nullptr) prefetch_l2(rows[r], static_cast<int64_t>(p.H) * kWeightBytes<WT>);
+  }
+  uint4 w[kPreBatch][kPreRows];
+  load_pre_batch<WT>(w, rows, threadIdx.x, nvec);  // weights: no kernel of the window writes them
+  pdl_wait();
+
+  // This stream's sum of squares per row t, in double as reference::grouped_rms_norm.
+  double ss[kT];
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    ss[t] = 0.0;
+    if (t >= p.T) continue;
+    for (int q = threadIdx.x; q < p.H / 4; q += kPreThreads) {
+      float v[4];
+      load_mix_x<4>(p, t, sid, 4 * q, v);
+      // Cluster 0 writes the combined X once (each stream's CTA its own slice).
+      if (p.y != nullptr && row0 == 0)
+        *reinterpret_cast<float4*>(p.x_out + t * wide + col0 + 4 * q) = make_float4(v[0], v[1], v[2], v[3]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ss[t] += static_cast<double>(v[e]) * v[e];
+    }
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    double v = ss[t];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) ss_part[warp][t] = v;
+  }
+  __syncthreads();
+  if (static_cast<int>(threadIdx.x) < p.T) {
+    double total = 0.0;
+    for (int k = 0; k < kPreWarps; ++k) total += ss_part[k][threadIdx.x];
+    rms[threadIdx.x] = inv_rms(total, p.H, p.eps);
+    if (row0 == 0) p.inv_rms[threadIdx.x * p.S + sid] = rms[threadIdx.x];
+  }
+  __syncthreads();
+
+  // The dot products: xn = (x * r) * w as the reference rounds it, then one FMA per weight and row t.
+  float acc[kPreRows][kT];
+#pragma unroll
+  for (int r = 0; r < kPreRows; ++r)
+#pragma unroll
+    for (int t = 0; t < kT; ++t) acc[r][t] = 0.0f;
+  for (int base = threadIdx.x; base < nvec; base += kPreThreads * kPreBatch) {
+    if (base != static_cast<int>(threadIdx.x)) load_pre_batch<WT>(w, rows, base, nvec);
+#pragma unroll
+    for (int b = 0; b < kPreBatch; ++b) {
+      const int v = base + b * kPreThreads;
+      if (v >= nvec) break;
+      float wf[kPreRows][kVec];
+#pragma unroll
+      for (int r = 0; r < kPreRows; ++r) weight_floats<WT>(w[b][r], wf[r]);
+      float nw[kVec];
+      load_floats<kVec>(p.norm + col0 + static_cast<int64_t>(v) * kVec, nw);
+#pragma unroll
+      for (int t = 0; t < kT; ++t) {
+        if (t >= p.T) break;
+        float xn[kVec];
+        load_mix_x<kVec>(p, t, sid, v * kVec, xn);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) xn[e] = __fmul_rn(__fmul_rn(xn[e], rms[t]), nw[e]);
+#pragma unroll
+        for (int r = 0; r < kPreRows; ++r)
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) acc[r][t] = fmaf(wf[r][e], xn[e], acc[r][t]);
+      }
+    }
+  }
+
+  // Lanes, then warps in order, then (rank 0) the streams in order.
+#pragma unroll
+  for (int r = 0; r < kPreRows; ++r)
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+      const float v = warp_sum(acc[r][t]);
+      if (lane == 0) red[warp][r][t] = v;
+    }
+  __syncthreads();
+  if (threadIdx.x < kPreRows * kMaxWindowRows) {
+    const int r = threadIdx.x / kMaxWindowRows, t = threadIdx.x % kMaxWindowRows;
+    float v = 0.0f;  // rows t >= kT are never read
+    if (t < kT)
+      for (int k = 0; k < kPreWarps; ++k) v += red[k][r][t];
+    part[threadIdx.x] = v;
+  }
+  cluster.sync();  // every stream's partials are visible to rank 0
+  if (sid == 0 && threadIdx.x < kPreRows * kMaxWindowRows) {
+    const int r = threadIdx.x / kMaxWindowRows, t = threadIdx.x % kMaxWindowRows, gr = row0 + r;
+    if (t < p.T && gr < p.n_out) {
+      float d = 0.0f;
+      for (int k = 0; k < p.S; ++k) d += cluster.map_shared_rank(part, k)[threadIdx.x];
+      const float s = static_cast<float>(p.S);
+      if (gr < p.rank) {
+        p.r[t * p.rank + gr] = silu_f(d / s);
+      } else {
+        p.alpha[t * p.S + gr - p.rank] = 2.0f * sigmoid_f(d / s);
+      }
+    }
+  }
+  cluster.sync();  // no CTA leaves while rank 0 still reads its shared memory
+}
+
+constexpr int kPostThreads = 256;
+constexpr int kPostCols = 32;                                  // one q8_1 block of u per cluster
+constexpr int kLanesPerRow = kPostThreads / kPostCols;         // 8 lanes split one row's K
+constexpr int kPostBatch = 8;                                  // 16-byte vectors per lane in flight
+
+struct HcPostParams {
+  const float* x;
+  const float* norm;
+  const float* inv_rms;
+  const float* r;
+  const uint8_t* up;
+  int64_t row_bytes;
+  int T, S, H, rank;
+  float* u;
+  uint8_t* u_q8;
+  int64_t q8_stride;
+};
+
+template <quant::Type WT>
+__device__ __forceinline__ void load_post_batch(uint4 (&w)[kPostBatch], const uint8_t* row, int base, int nvec) {
+#pragma unroll
+  for (int i = 0; i < kPostBatch; ++i) {
+    const int v = base + i * kLanesPerRow;
+    w[i] = v < nvec ? __ldcs(reinterpret_cast<const uint4*>(row) + v) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+template <quant::Type WT, int kT>
+__global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParams p) {
+  constexpr int kVec = kWeightsPerVec<WT>;
+  __shared__ float prod[kMaxWindowRows * kPostCols];  // sigmoid(g) * xn of this stream; rank 0 reads it
+  __shared__ __align__(16) float ublk[kMaxWindowRows][kPostCols];
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int sid = static_cast<int>(cluster.block_rank());
+  const int blk = static_cast<int>(blockIdx.x) / p.S;
+  const int c = threadIdx.x / kLanesPerRow, sub = threadIdx.x % kLanesPerRow;  // column in the block, K part
+  const int64_t wide = static_cast<int64_t>(p.S) * p.H;
+  const int64_t first_row = static_cast<int64_t>(sid) * p.H + static_cast<int64_t>(blk) * kPostCols;
+  const uint8_t* row = p.up + (first_row + c) * p.row_bytes;
+  const int nvec = p.rank / kVec;
+
+  pdl_launch_dependents();
+  prefetch_l2(p.up + first_row * p.row_bytes, kPostCols * p.row_bytes);
+  uint4 w[kPostBatch];
+  load_post_batch<WT>(w, row, sub, nvec);
+  pdl_wait();
+
+  float acc[kT];
+#pragma unroll
+  for (int t = 0; t < kT; ++t) acc[t] = 0.0f;
+  for (int base = sub; base < nvec; base += kLanesPerRow * kPostBatch) {
+    if (base != sub) load_post_batch<WT>(w, row, base, nvec);
+#pragma unroll
+    for (int i = 0; i < kPostBatch; ++i) {
+      const int v = base + i * kLanesPerRow;
+      if (v >= nvec) break;
+      float wf[kVec];
+      weight_floats<WT>(w[i], wf);
+#pragma unroll
+      for (int t = 0; t < kT; ++t) {
+        if (t >= p.T) break;
+        float rv[kVec];
+        load_floats<kVec>(p.r + t * p.rank + v * kVec, rv);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) acc[t] = fmaf(wf[e], rv[e], acc[t]);
+      }
+    }
+  }
+  // The 8 lanes of a row are aligned groups of a warp: xor 1, 2, 4 stays inside the group.
+#pragma unroll
+  for (int t = 0; t < kT; ++t)
+#pragma unroll
+    for (int o = 1; o < kLanesPerRow; o <<= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], o);
+  if (sub == 0) {
+    const int64_t col = first_row + c;  // this stream's column of the wide row
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+      if (t >= p.T) break;
+      const float xn = __fmul_rn(__fmul_rn(p.x[t * wide + col], p.inv_rms[t * p.S + sid]), p.norm[col]);
+      prod[t * kPostCols + c] = __fmul_rn(sigmoid_f(acc[t]), xn);
+    }
+  }
+  cluster.sync();  // every stream's products are visible to rank 0
+  if (sid == 0) {
+    const int t = threadIdx.x / kPostCols, j = threadIdx.x % kPostCols;  // 256 threads = 8 rows of 32
+    if (t < p.T) {
+      float sum = 0.0f;
+      for (int k = 0; k < p.S; ++k) sum = __fadd_rn(sum, cluster.map_shared_rank(prod, k)[t * kPostCols + j]);
+      const float uv = sum / static_cast<float>(p.S);
+      p.u[static_cast<int64_t>(t) * p.H + blk * kPostCols + j] = uv;
+      ublk[t][j] = uv;
+    }
+    if (p.u_q8 != nullptr) {
+      __syncthreads();
+      // Warps 0 and 1: eight lanes per row t, four values each, as quantize_q8_1_kernel.
+      if (threadIdx.x < kMaxWindowRows * 8) {
+        const int qt = threadIdx.x / 8, part = threadIdx.x % 8;
+        const bool live = qt < p.T;
+        const float4 v = live ? *reinterpret_cast<const float4*>(&ublk[qt][part * 4]) : make_float4(0.f, 0.f, 0.f, 0.f);
+        quantize_q8_1_quad(v, live, p.u_q8 + qt * p.q8_stride, blk, part);
+      }
+    }
+  }
+  cluster.sync();  // no CTA leaves while rank 0 still reads its shared memory
 }
 
 Status fail(const char* op, const std::string& what) { return Status::error(std::string("cuda: ") + op + ": " + what); }
@@ -115,7 +457,82 @@ Status check_rows(const char* op, int T, int S, int H) {
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// Whether the float ranges [a, a + na) and [b, b + nb) share an element.
+bool overlaps(const float* a, int64_t na, const float* b, int64_t nb) {
+  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return pa < pb + static_cast<uintptr_t>(nb) * sizeof(float) && pb < pa + static_cast<uintptr_t>(na) * sizeof(float);
+}
+
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kEltThreads - 1) / kEltThreads); }
+
+constexpr int kMaxClusterStreams = 8;  // the portable cluster size
+
+// Thread-block clusters need compute capability 9.0.
+bool clusters_supported() { return device_cc_major_at_least(9); }
+
+bool hc_float_type(quant::Type t) { return t == quant::Type::F32 || t == quant::Type::F16 || t == quant::Type::BF16; }
+
+int64_t float_type_bytes(quant::Type t) { return t == quant::Type::F32 ? 4 : 2; }
+
+// Why (S, H, rank) cannot take the fused path; empty when it can.
+std::string geometry_mismatch(int S, int H, int rank) {
+  if (!clusters_supported()) return "the device has no thread-block clusters (compute capability < 9.0)";
+  if (S < 1 || S > kMaxClusterStreams) return "S must be in [1, 8] (one cluster CTA per stream), got " + std::to_string(S);
+  if (H < 32 || H % 32 != 0) return "H must be a positive multiple of 32 (q8_1 blocks of u), got " + std::to_string(H);
+  if (rank < 8 || rank % 8 != 0) return "rank must be a positive multiple of 8, got " + std::to_string(rank);
+  return {};
+}
+
+// Why w is not a packed, 16-byte aligned float matrix of rows x cols; empty when it is.
+std::string matrix_mismatch(const char* name, const DTensor& w, int64_t rows, int64_t cols) {
+  if (!w) return std::string(name) + " must be set";
+  if (!hc_float_type(w.type)) return std::string(name) + " must be F32, F16 or BF16";
+  if (w.rows != rows || w.cols != cols || w.row_bytes != cols * float_type_bytes(w.type))
+    return std::string(name) + " must be a packed [" + std::to_string(rows) + ", " + std::to_string(cols) + "], got [" +
+           std::to_string(w.rows) + ", " + std::to_string(w.cols) + "] with rows of " + std::to_string(w.row_bytes) +
+           " bytes";
+  if (!aligned16(w.data)) return std::string(name) + " must be 16-byte aligned";
+  return {};
+}
+
+std::string pre_mismatch(const DTensor& down, const DTensor& inject, int S, int H, int rank) {
+  std::string why = geometry_mismatch(S, H, rank);
+  const int64_t wide = static_cast<int64_t>(S) * H;
+  if (why.empty()) why = matrix_mismatch("down", down, rank, wide);
+  if (why.empty() && inject) why = matrix_mismatch("inject", inject, S, wide);
+  if (why.empty() && inject && inject.type != down.type) why = "inject must have down's type";
+  return why;
+}
+
+std::string post_mismatch(const DTensor& up, int S, int H, int rank) {
+  std::string why = geometry_mismatch(S, H, rank);
+  if (why.empty()) why = matrix_mismatch("up", up, static_cast<int64_t>(S) * H, rank);
+  return why;
+}
+
+
+// The kernels keep per-thread sums for kT rows, kT = T rounded up to 1, 2, 4 or 8: T = 1 (every
+// decode step) then needs few registers and several CTAs fit on an SM.
+template <quant::Type WT>
+cudaError_t launch_pre(const HcPreParams& p, unsigned groups, Stream stream) {
+  const dim3 grid(groups * static_cast<unsigned>(p.S)), block(kPreThreads);
+  const unsigned cluster = static_cast<unsigned>(p.S);
+  if (p.T == 1) return launch_kernel_clustered(hc_pre_kernel<WT, 1>, grid, block, 0, cluster, stream, p);
+  if (p.T == 2) return launch_kernel_clustered(hc_pre_kernel<WT, 2>, grid, block, 0, cluster, stream, p);
+  if (p.T <= 4) return launch_kernel_clustered(hc_pre_kernel<WT, 4>, grid, block, 0, cluster, stream, p);
+  return launch_kernel_clustered(hc_pre_kernel<WT, kMaxWindowRows>, grid, block, 0, cluster, stream, p);
+}
+
+template <quant::Type WT>
+cudaError_t launch_post(const HcPostParams& p, unsigned blocks, Stream stream) {
+  const dim3 grid(blocks * static_cast<unsigned>(p.S)), block(kPostThreads);
+  const unsigned cluster = static_cast<unsigned>(p.S);
+  if (p.T == 1) return launch_kernel_clustered(hc_post_kernel<WT, 1>, grid, block, 0, cluster, stream, p);
+  if (p.T == 2) return launch_kernel_clustered(hc_post_kernel<WT, 2>, grid, block, 0, cluster, stream, p);
+  if (p.T <= 4) return launch_kernel_clustered(hc_post_kernel<WT, 4>, grid, block, 0, cluster, stream, p);
+  return launch_kernel_clustered(hc_post_kernel<WT, kMaxWindowRows>, grid, block, 0, cluster, stream, p);
+}
+
 
 }  // namespace
 
@@ -125,11 +542,10 @@ Status hc_norm(const float* x, const float* w, int T, int S, int H, float eps, f
   if (T > 65535) return fail("hc_norm", "T exceeds the grid's y limit");
   const dim3 grid(static_cast<unsigned>(S), static_cast<unsigned>(T));
   if (H % 4 == 0 && aligned16(x) && aligned16(w) && aligned16(xn)) {
-    hc_norm_kernel<true><<<grid, kNormThreads, 0, stream>>>(x, w, S, H, eps, xn);
+    STRATA_CUDA_TRY(launch_kernel(hc_norm_kernel<true>, grid, dim3(kNormThreads), 0, stream, x, w, S, H, eps, xn));
   } else {
-    hc_norm_kernel<false><<<grid, kNormThreads, 0, stream>>>(x, w, S, H, eps, xn);
+    STRATA_CUDA_TRY(launch_kernel(hc_norm_kernel<false>, grid, dim3(kNormThreads), 0, stream, x, w, S, H, eps, xn));
   }
-  STRATA_CUDA_TRY(cudaGetLastError());
   return Status::ok_status();
 }
 
@@ -137,8 +553,8 @@ Status hc_down_act(float* d, int T, int rank, int S, Stream stream) {
   STRATA_TRY(check_rows("hc_down_act", T, S, rank));
   if (!d) return fail("hc_down_act", "d must be non-null");
   const int n = T * rank;
-  hc_down_act_kernel<<<blocks_for(n), kEltThreads, 0, stream>>>(d, n, static_cast<float>(S));
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(hc_down_act_kernel, dim3(blocks_for(n)), dim3(kEltThreads), 0, stream, d, n,
+                                static_cast<float>(S)));
   return Status::ok_status();
 }
 
@@ -148,8 +564,85 @@ Status hc_gate_mean(const float* g, const float* xn, const float* a, int T, int 
   if (!g || !xn || !u) return fail("hc_gate_mean", "g, xn and u must be non-null");
   if (a && !alpha) return fail("hc_gate_mean", "alpha must be non-null when a (the inject logits) is given");
   if (a && S > H) return fail("hc_gate_mean", "S must be <= H (alpha is written by the first S threads of a row)");
-  hc_gate_mean_kernel<<<blocks_for(static_cast<int64_t>(T) * H), kEltThreads, 0, stream>>>(g, xn, a, T, S, H, u, alpha);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(hc_gate_mean_kernel, dim3(blocks_for(static_cast<int64_t>(T) * H)), dim3(kEltThreads), 0,
+                                stream, g, xn, a, T, S, H, u, alpha));
+  return Status::ok_status();
+}
+
+bool hc_fused_supported(const DTensor& down, const DTensor& up, const DTensor& inject, int S, int H, int rank) {
+  return pre_mismatch(down, inject, S, H, rank).empty() && post_mismatch(up, S, H, rank).empty();
+}
+
+Status hc_pre(const HcPreArgs& a, Stream stream) {
+  STRATA_TRY(check_rows("hc_pre", a.T, a.S, a.H));
+  if (const std::string why = pre_mismatch(a.down, a.inject, a.S, a.H, a.rank); !why.empty()) return fail("hc_pre", why);
+  if (!a.x || !a.norm || !a.r || !a.inv_rms || (a.inject && !a.alpha))
+    return fail("hc_pre", "x, norm, r, inv_rms (and alpha with inject) must be non-null");
+  if (!aligned16(a.x) || !aligned16(a.norm)) return fail("hc_pre", "x and norm must be 16-byte aligned");
+  if (a.y) {
+    if (!a.alpha_prev || !a.x_out) return fail("hc_pre", "a folded combine (y) needs alpha_prev and x_out");
+    if (!aligned16(a.y) || !aligned16(a.x_out)) return fail("hc_pre", "y and x_out must be 16-byte aligned");
+    const int64_t n = static_cast<int64_t>(a.T) * a.S * a.H;
+    if (overlaps(a.x, n, a.x_out, n)) return fail("hc_pre", "x_out must not overlap x (other CTAs still read x)");
+    if (a.inject && overlaps(a.alpha_prev, int64_t{a.T} * a.S, a.alpha, int64_t{a.T} * a.S))
+      return fail("hc_pre", "alpha must not overlap alpha_prev (other CTAs still read alpha_prev)");
+  }
+  HcPreParams p{};
+  p.x = a.x;
+  p.norm = a.norm;
+  p.down = static_cast<const uint8_t*>(a.down.data);
+  p.inject = a.inject ? static_cast<const uint8_t*>(a.inject.data) : nullptr;
+  p.row_bytes = a.down.row_bytes;
+  p.T = a.T;
+  p.S = a.S;
+  p.H = a.H;
+  p.rank = a.rank;
+  p.n_out = a.rank + (a.inject ? a.S : 0);
+  p.eps = a.eps;
+  p.r = a.r;
+  p.alpha = a.alpha;
+  p.inv_rms = a.inv_rms;
+  p.y = a.y;
+  p.alpha_prev = a.alpha_prev;
+  p.x_out = a.x_out;
+  const unsigned groups = static_cast<unsigned>((p.n_out + kPreRows - 1) / kPreRows);
+  switch (a.down.type) {  // a float type: the mismatch check above refused the others
+    case quant::Type::F32: STRATA_CUDA_TRY(launch_pre<quant::Type::F32>(p, groups, stream)); break;
+    case quant::Type::F16: STRATA_CUDA_TRY(launch_pre<quant::Type::F16>(p, groups, stream)); break;
+    default: STRATA_CUDA_TRY(launch_pre<quant::Type::BF16>(p, groups, stream)); break;
+  }
+  return Status::ok_status();
+}
+
+Status hc_post(const HcPostArgs& a, Stream stream) {
+  STRATA_TRY(check_rows("hc_post", a.T, a.S, a.H));
+  if (const std::string why = post_mismatch(a.up, a.S, a.H, a.rank); !why.empty()) return fail("hc_post", why);
+  if (!a.x || !a.norm || !a.inv_rms || !a.r || !a.u) return fail("hc_post", "x, norm, inv_rms, r and u must be non-null");
+  if (!aligned16(a.r)) return fail("hc_post", "r must be 16-byte aligned");
+  if (a.u_q8 && (reinterpret_cast<uintptr_t>(a.u_q8) % 4 != 0 || a.u_q8_stride % 4 != 0 ||
+                 a.u_q8_stride < static_cast<int64_t>(a.H) / 32 * 36))
+    return fail("hc_post", "u_q8 must be 4-byte aligned with a stride of a multiple of 4 bytes >= " +
+                               std::to_string(a.H / 32 * 36) + " (stride " + std::to_string(a.u_q8_stride) + ")");
+  HcPostParams p{};
+  p.x = a.x;
+  p.norm = a.norm;
+  p.inv_rms = a.inv_rms;
+  p.r = a.r;
+  p.up = static_cast<const uint8_t*>(a.up.data);
+  p.row_bytes = a.up.row_bytes;
+  p.T = a.T;
+  p.S = a.S;
+  p.H = a.H;
+  p.rank = a.rank;
+  p.u = a.u;
+  p.u_q8 = static_cast<uint8_t*>(a.u_q8);
+  p.q8_stride = a.u_q8_stride;
+  const unsigned blocks = static_cast<unsigned>(a.H / kPostCols);
+  switch (a.up.type) {  // a float type: the mismatch check above refused the others
+    case quant::Type::F32: STRATA_CUDA_TRY(launch_post<quant::Type::F32>(p, blocks, stream)); break;
+    case quant::Type::F16: STRATA_CUDA_TRY(launch_post<quant::Type::F16>(p, blocks, stream)); break;
+    default: STRATA_CUDA_TRY(launch_post<quant::Type::BF16>(p, blocks, stream)); break;
+  }
   return Status::ok_status();
 }
 
@@ -157,8 +650,17 @@ Status hc_combine(float* x, const float* y, const float* alpha, int T, int S, in
   STRATA_TRY(check_rows("hc_combine", T, S, H));
   if (!x || !y || !alpha) return fail("hc_combine", "x, y and alpha must be non-null");
   const int n = T * S * H;
-  hc_combine_kernel<<<blocks_for(n), kEltThreads, 0, stream>>>(x, y, alpha, S, H, n);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(hc_combine_kernel, dim3(blocks_for(n)), dim3(kEltThreads), 0, stream, x, y, alpha, S, H, n, x));
+  return Status::ok_status();
+}
+
+Status hc_combine_into(const float* x, const float* y, const float* alpha, int T, int S, int H, float* out,
+                       Stream stream) {
+  STRATA_TRY(check_rows("hc_combine_into", T, S, H));
+  if (!x || !y || !alpha || !out) return fail("hc_combine_into", "x, y, alpha and out must be non-null");
+  const int n = T * S * H;
+  if (overlaps(x, n, out, n)) return fail("hc_combine_into", "out must not overlap x (hc_combine is the in-place form)");
+  STRATA_CUDA_TRY(launch_kernel(hc_combine_kernel, dim3(blocks_for(n)), dim3(kEltThreads), 0, stream, x, y, alpha, S, H, n, out));
   return Status::ok_status();
 }
 
@@ -166,8 +668,7 @@ Status hc_broadcast(const float* e, int T, int S, int H, float* x, Stream stream
   STRATA_TRY(check_rows("hc_broadcast", T, S, H));
   if (!e || !x) return fail("hc_broadcast", "e and x must be non-null");
   const int n = T * S * H;
-  hc_broadcast_kernel<<<blocks_for(n), kEltThreads, 0, stream>>>(e, S, H, n, x);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(hc_broadcast_kernel, dim3(blocks_for(n)), dim3(kEltThreads), 0, stream, e, S, H, n, x));
   return Status::ok_status();
 }
 
@@ -177,8 +678,7 @@ Status add_inplace(float* y, const float* x, int64_t n, Stream stream) {
   if (!y || !x) return fail("add_inplace", "y and x must be non-null");
   // A grid-stride loop: a few CTAs per SM cover any n without a huge grid.
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(blocks_for(n), 4096));
-  add_inplace_kernel<<<blocks, kEltThreads, 0, stream>>>(y, x, n);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(add_inplace_kernel, dim3(blocks), dim3(kEltThreads), 0, stream, y, x, n));
   return Status::ok_status();
 }
 

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "common.cuh"
+#include "launch.cuh"
 
 namespace strata::cuda {
 namespace {
@@ -80,6 +81,8 @@ __device__ __forceinline__ Best warp_best(Best b) {
 
 __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* __restrict__ logits, int64_t n,
                                                                 int32_t* __restrict__ out) {
+  pdl_launch_dependents();
+  pdl_wait();
   __shared__ Best warps[kArgmaxThreads / 32];
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * n;
   Best b{0.0f, -1};
@@ -469,6 +472,8 @@ __device__ int32_t draw(const float* __restrict__ row, int m, const SampleArgs& 
 
 __global__ void __launch_bounds__(kSampleThreads) sample_kernel(const float* __restrict__ logits, SampleArgs p,
                                                                 const double* __restrict__ u, int32_t* __restrict__ out) {
+  pdl_launch_dependents();
+  pdl_wait();
   __shared__ SampleShared sh;
   extern __shared__ uint64_t pool[];  // kPoolCapacity
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * p.n;
@@ -496,8 +501,8 @@ Status check_rows(const char* op, const float* logits, int T, int64_t n_vocab, c
 
 Status argmax_rows(const float* logits, int T, int64_t n_vocab, int32_t* out, Stream stream) {
   STRATA_TRY(check_rows("argmax_rows", logits, T, n_vocab, out));
-  argmax_kernel<<<static_cast<unsigned>(T), kArgmaxThreads, 0, stream>>>(logits, n_vocab, out);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(argmax_kernel, dim3(static_cast<unsigned>(T)), dim3(kArgmaxThreads), 0, stream, logits,
+                                n_vocab, out));
   return Status::ok_status();
 }
 
@@ -523,8 +528,8 @@ Status sample_rows(const float* logits, int T, int64_t n_vocab, const SamplePara
   // Above the 48 KiB default: an attribute of the function, not a stream operation (capturable).
   STRATA_CUDA_TRY(cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(kPoolBytes)));
-  sample_kernel<<<static_cast<unsigned>(T), kSampleThreads, kPoolBytes, stream>>>(logits, args, u, out);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(sample_kernel, dim3(static_cast<unsigned>(T)), dim3(kSampleThreads), kPoolBytes, stream,
+                                logits, args, u, out));
   return Status::ok_status();
 }
 

@@ -27,12 +27,18 @@
 //     ksplit the summation is the same as a single warp walking its steps in order.
 //   * The grid is one CTA per `groups` row groups (no persistent loop): rows are few enough per
 //     launch that the block scheduler's refill costs less than a serialised pipeline would.
+//     plan_quant picks groups and ksplit (any 1..16) per shape; the reasoning is at kSmStepsPerUnit.
+//   * PDL: the CTA's weight slice is prefetched toward L2 and the ring's first weight stages are
+//     requested before pdl_wait(); activations are staged and y written after it.
+//   * Q4_K / Q5_K / IQ4_XS decode from the staged block with wide shared loads (kWideDecode):
+//     their blocks are 16- / 8-byte aligned in the ring, which Dec cannot assume in general.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "common.cuh"
+#include "launch.cuh"
 #include "quant_decode.cuh"
 #include "quant_tables.cuh"
 #include "strata/cuda/mmvq.h"
@@ -160,8 +166,9 @@ __global__ void __launch_bounds__(kMaxThreads) mmvq_decode_kernel(const Shape p,
   uint8_t* ring = smem + G::kTableBytes + warp * kStages * sbytes;
   float* red = reinterpret_cast<float*>(smem + G::kTableBytes + nwarps * kStages * sbytes);
 
-  // Stage j of this warp: step sb = kp + j * ksplit of its rows and of the window's activations.
-  const auto issue = [&](int j) {
+  // Stage j of this warp: step sb = kp + j * ksplit of its rows (issue_weights) and of the
+  // window's activations (issue_act).
+  const auto issue_weights = [&](int j) {
     uint8_t* st = ring + (j % kStages) * sbytes;
     const int sb = kp + j * ksplit;
     const int64_t off = static_cast<int64_t>(sb) * G::kStepBytes;
@@ -170,6 +177,10 @@ __global__ void __launch_bounds__(kMaxThreads) mmvq_decode_kernel(const Shape p,
       const int rr = i / G::kPieces, piece = i % G::kPieces;
       if (r0 + rr < p.rows) stage_piece(st + rr * G::kSlot, p.w + (r0 + rr) * p.row_bytes + off, len, piece);
     }
+  };
+  const auto issue_act = [&](int j) {
+    uint8_t* st = ring + (j % kStages) * sbytes;
+    const int sb = kp + j * ksplit;
     const int c0 = sb * kStepChunks;
     const int alen = (p.nchunks - c0 < kStepChunks ? p.nchunks - c0 : kStepChunks) * kActBlockBytes;
     constexpr int kActPieces = kActStepBytes / 16;
@@ -177,6 +188,10 @@ __global__ void __launch_bounds__(kMaxThreads) mmvq_decode_kernel(const Shape p,
       const int t = i / kActPieces, piece = i % kActPieces;
       stage_piece(st + w_bytes + t * kActStepBytes, p.act + t * p.act_stride + c0 * kActBlockBytes, alen, piece);
     }
+  };
+  const auto issue = [&](int j) {
+    issue_weights(j);
+    issue_act(j);
   };
 
   float acc[MT][4];
@@ -209,6 +224,40 @@ __global__ void __launch_bounds__(kMaxThreads) mmvq_decode_kernel(const Shape p,
         row_live[m][h] = r0 + rr < p.rows;
         rowp[m][h] = st + rr * G::kSlot + misalign16(p.w + (r0 + rr) * p.row_bytes + off);
       }
+    // Q4_K / Q5_K / IQ4_XS: the step is one block, 16-byte (8-byte for IQ4_XS) aligned in the
+    // slot: p.w is 16-byte aligned, row_bytes and the step offset are multiples of TS = 144 / 176
+    // (multiples of 16) or 136 (a multiple of 8), the slot keeps the offset mod 16, and every slot
+    // and stage size is a multiple of 16. So the head is read once per step with one wide load and
+    // the codes with 8-byte loads (quant_decode.cuh, kWideDecode).
+    qd::WideHead head[MT][2];
+    if constexpr (qd::kWideDecode<T>) {
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) head[m][h] = qd::wide_head<T>(rowp[m][h]);
+    }
+    const auto row_group = [&](const uint8_t* b, int ch, bool live) -> qd::Group {
+      if constexpr (qd::kWideDecode<T>) {
+        const qd::Group v = qd::wide_group<T>(b, ch, q);
+        return {live ? v.lo : 0u, live ? v.hi : 0u};
+      } else {
+        return live_group<Q>(b, ch, q, tb, live);
+      }
+    };
+    const auto row_scale = [&](const uint8_t* b, int m, int h, int ch) -> float {
+      if constexpr (qd::kWideDecode<T>) {
+        return qd::wide_scale<T>(head[m][h], ch);
+      } else {
+        return Q::scale(b, ch, 0);
+      }
+    };
+    const auto row_min = [&](const uint8_t* b, int m, int h, int ch) -> float {
+      if constexpr (qd::kWideDecode<T>) {
+        return qd::wide_min<T>(head[m][h], ch);
+      } else {
+        return Q::min(b, ch);
+      }
+    };
 
     // One 32-element chunk: decode, one (or two) mma, scale into the accumulators. Branch-free,
     // so that the compiler can overlap the loads of the next chunks with this one's math.
@@ -234,21 +283,21 @@ __global__ void __launch_bounds__(kMaxThreads) mmvq_decode_kernel(const Shape p,
       for (int m = 0; m < MT; ++m) {
         const uint8_t* ba = rowp[m][0] + blk * Q::TS;
         const uint8_t* bb = rowp[m][1] + blk * Q::TS;
-        const qd::Group ga = live_group<Q>(ba, ch, q, tb, row_live[m][0]);
-        const qd::Group gb = live_group<Q>(bb, ch, q, tb, row_live[m][1]);
         if constexpr (!Q::kSplit) {
+          const qd::Group ga = row_group(ba, ch, row_live[m][0]);
+          const qd::Group gb = row_group(bb, ch, row_live[m][1]);
           int c[4] = {0, 0, 0, 0};
           const int a[4] = {static_cast<int>(ga.lo), static_cast<int>(gb.lo), static_cast<int>(ga.hi), static_cast<int>(gb.hi)};
           mma_s8_16x8x32(c, a, b);
-          const float sa = live_value(row_live[m][0], Q::scale(ba, ch, 0));
-          const float sbb = live_value(row_live[m][1], Q::scale(bb, ch, 0));
+          const float sa = live_value(row_live[m][0], row_scale(ba, m, 0, ch));
+          const float sbb = live_value(row_live[m][1], row_scale(bb, m, 1, ch));
           acc[m][0] = fmaf(sa * da0, static_cast<float>(c[0]), acc[m][0]);
           acc[m][1] = fmaf(sa * da1, static_cast<float>(c[1]), acc[m][1]);
           acc[m][2] = fmaf(sbb * da0, static_cast<float>(c[2]), acc[m][2]);
           acc[m][3] = fmaf(sbb * da1, static_cast<float>(c[3]), acc[m][3]);
           if constexpr (Q::kMin) {
-            const float ma = live_value(row_live[m][0], Q::min(ba, ch));
-            const float mb = live_value(row_live[m][1], Q::min(bb, ch));
+            const float ma = live_value(row_live[m][0], row_min(ba, m, 0, ch));
+            const float mb = live_value(row_live[m][1], row_min(bb, m, 1, ch));
             acc[m][0] = fmaf(ma, s0, acc[m][0]);
             acc[m][1] = fmaf(ma, s1, acc[m][1]);
             acc[m][2] = fmaf(mb, s0, acc[m][2]);
@@ -256,6 +305,8 @@ __global__ void __launch_bounds__(kMaxThreads) mmvq_decode_kernel(const Shape p,
           }
         } else {
           static_assert(!Q::kMin, "no split-scale type has a min");
+          const qd::Group ga = live_group<Q>(ba, ch, q, tb, row_live[m][0]);
+          const qd::Group gb = live_group<Q>(bb, ch, q, tb, row_live[m][1]);
           // Half 0 = groups 0-1 (lanes q < 2), half 1 = groups 2-3.
           const bool first = q < 2;
           const int a_lo[4] = {first ? static_cast<int>(ga.lo) : 0, first ? static_cast<int>(gb.lo) : 0,
@@ -278,7 +329,9 @@ __global__ void __launch_bounds__(kMaxThreads) mmvq_decode_kernel(const Shape p,
     };
 
     const int nc = p.nchunks - sb * kStepChunks < kStepChunks ? p.nchunks - sb * kStepChunks : kStepChunks;
-    if (nc == kStepChunks) {  // warp-uniform; a short step is only the last one of a 32/64-element type
+    // Warp-uniform; a short step is only the last one of a 32/64-element type (a 256-element
+    // type's steps are always whole, and it never compiles the runtime-indexed loop).
+    if (G::kChunksPerBlock == kStepChunks || nc == kStepChunks) {
 #pragma unroll
       for (int cc = 0; cc < kStepChunks; ++cc) chunk(cc);
     } else {
@@ -288,15 +341,31 @@ __global__ void __launch_bounds__(kMaxThreads) mmvq_decode_kernel(const Shape p,
   };
 
 
-  // Fill the ring, then copy the type's grid table; the barrier publishes the table (the only one
-  // before the reduction: from here each warp paces itself).
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < my_steps) issue(s);
-    cp_async_commit();
+  // PDL (launch.cuh): before pdl_wait() only weights and the constant grid table are read. The
+  // CTA's whole weight slice is prefetched toward L2 and the ring's first weight stages are
+  // requested, so the weight stream starts while the previous kernel drains; the activations
+  // (written by that kernel) are staged after the wait. The weight copies of stages 0..kStages-2
+  // land in commit group 0 together with stage 0's activations, so group j still completes stage
+  // j: waiting for it waits for no less than before.
+  pdl_launch_dependents();
+  {
+    const int cta_row0 = static_cast<int>(blockIdx.x) * groups * 16 * MT;
+    const int cta_rows = p.rows - cta_row0 < groups * 16 * MT ? p.rows - cta_row0 : groups * 16 * MT;
+    if (cta_rows > 0) prefetch_l2(p.w + static_cast<int64_t>(cta_row0) * p.row_bytes, static_cast<int64_t>(cta_rows) * p.row_bytes);
   }
+  for (int s = 0; s < kStages - 1; ++s)
+    if (s < my_steps) issue_weights(s);
+  // The type's grid table (constant data, like the weights); the barrier below publishes it (the
+  // only one before the reduction: from there each warp paces itself).
   if constexpr (G::kTableBytes > 0) {
     const uint4* src = static_cast<const uint4*>(qd::GridTable<Q::kGrid>::ptr());
     for (int i = threadIdx.x; i < G::kTableBytes / 16; i += static_cast<int>(blockDim.x)) reinterpret_cast<uint4*>(smem)[i] = src[i];
+  }
+  pdl_wait();
+  // Fill the ring's activations.
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < my_steps) issue_act(s);
+    cp_async_commit();
   }
   __syncthreads();
   const qd::Tables tb = qd::tables_at<Q::kGrid>(smem);
@@ -346,8 +415,32 @@ inline constexpr int kMT = 1;
 //     before its first step lands.
 //   * An SM finishes at most kSmStepsPerUnit warp steps per unit (bandwidth and issue bound).
 // A configuration costs, per wave of resident CTAs, the larger of the two on its busiest SM.
+//
+// Why Q5_K ran at ~1.1 TB/s (GDN qkv 10240 x 2560, 18 MB, 16.3 us), and what changed:
+//   * Bytes in flight were not the limit. The old model picked ksplit 2 (640 CTAs of 2 warps,
+//     ~10 warps per SM, 5 steps each); each warp keeps 2 steps of 16 x 176 B = 2.8 KB in flight,
+//     ~56 KB per SM, while 4.5 TB/s x ~0.8 us of loaded DRAM latency / 132 SMs needs ~27 KB.
+//   * The time was the warps' own instruction chains: 16.3 us / (5 steps + 2 fill) is ~2.3 us per
+//     step, ~4500 cycles for a warp's 8 chunks. Per chunk the old decode issued ~36 shared loads
+//     (each 32-bit code word as two 16-bit loads, since Dec may only assume 2-byte aligned
+//     blocks; the scale bytes, d and dmin byte by byte) and ~130 instructions: ~0.37 instructions
+//     per weight byte, and shared-load issue alone (288 per step, 128 B/clock per SM) capped the
+//     SM at ~19 GB/s, 2.5 TB/s for the GPU, before any latency.
+//   * Fixes: (1) Q4_K / Q5_K / IQ4_XS decode from the aligned staged block (kWideDecode):
+//     ~8 shared loads and ~86 instructions per chunk, ~0.25 instructions per byte, 18 MB -> ~4.5M
+//     warp instructions, ~4.4 us of issue at 4 warp instructions per clock on 132 SMs: issue and
+//     HBM (4.0 us) are now about even. (2) kSmStepsPerUnit 8 -> 12: at ~0.25 IPC per lone warp
+//     (decode chains of shared loads and mma) an SM issuing ~3 IPC sustains ~12 concurrent warp
+//     steps, so the plan now buys shorter chains with more warps per SM while they stay in one
+//     wave: qkv -> ksplit 4 (640 CTAs x 4 warps, ~20 warps per SM, <= 3 steps each); z 6144 x
+//     2560 -> ksplit 5 (2 steps each); out 2560 x 6144 -> ksplit 8 (3 steps); 640 x 2560 ->
+//     ksplit 10 (every warp one step). (3) ksplit may be any 1..16 (not only powers of two), so a
+//     10-step row (K = 2560) splits into equal parts. (4) PDL: launch and the first weight
+//     stages overlap the previous kernel.
+//   * Expected (T = 1): qkv ~6-7 us (2.6-3 TB/s), z ~4.5 us, out ~5.5 us, 640 x 2560 ~2.5-3 us
+//     (latency: one step after the fill, no longer after a launch).
 inline constexpr double kFillSteps = 2.0;
-inline constexpr double kSmStepsPerUnit = 8.0;
+inline constexpr double kSmStepsPerUnit = 12.0;
 
 struct LaunchShape {
   int64_t row_groups;
@@ -379,8 +472,8 @@ Result<MmvqPlan> plan_quant(const Shape& p, const DeviceCaps& caps) {
   MmvqPlan best;
   double best_cost = 0.0;
   int64_t best_spread = 0;
-  for (int ks = 1; ks <= kMaxWarps; ks *= 2) {
-    if (ks > 1 && ks / 2 >= s.nsteps) break;  // keep at least half of the K-parts busy
+  for (int ks = 1; ks <= kMaxWarps; ++ks) {
+    if (ks > 1 && ks > s.nsteps) break;  // every K-part has a step
     for (int groups = 1; groups * ks <= kMaxWarps; groups *= 2) {
       const int warps = groups * ks;
       if (groups > 1 && groups / 2 >= s.row_groups) break;  // keep at least half of the row groups busy
@@ -412,8 +505,8 @@ Result<MmvqPlan> plan_quant(const Shape& p, const DeviceCaps& caps) {
 
 template <Type T>
 Status launch_quant(const Shape& p, const MmvqPlan& plan, cudaStream_t stream) {
-  mmvq_decode_kernel<T, kMT><<<plan.grid, plan.threads, plan.smem_bytes, stream>>>(p, plan.ksplit);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(&mmvq_decode_kernel<T, kMT>, dim3(static_cast<unsigned>(plan.grid)), dim3(static_cast<unsigned>(plan.threads)),
+                                plan.smem_bytes, stream, p, plan.ksplit));
   return Status::ok_status();
 }
 

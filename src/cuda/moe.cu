@@ -1,7 +1,8 @@
 // The MoE's small kernels (moe.h): the router's softmax + top-k, the shared expert's SwiGLU (with
 // its optional q8_1 form) and its scalar sigmoid gate. The grouped routed experts are in
 // moe_grouped.cu. Every float operation the reference rounds on its own is spelled with an _rn
-// intrinsic, so no contraction changes the order of evaluation.
+// intrinsic, so no contraction changes the order of evaluation. Every kernel is launched with PDL
+// (launch.cuh) and waits for its predecessor before touching any activation; none reads weights.
 #include "moe.h"
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "common.cuh"
+#include "launch.cuh"
 #include "q8_1.cuh"
 
 namespace strata::cuda {
@@ -31,6 +33,8 @@ __global__ void __launch_bounds__(32) router_topk_kernel(const float* __restrict
   extern __shared__ float router_smem[];
   float* prob = router_smem;      // [n] softmax probabilities
   float* work = router_smem + n;  // [n] probabilities still in the race (-inf once taken)
+  pdl_launch_dependents();
+  pdl_wait();
   const int t = blockIdx.x, lane = threadIdx.x;
   const float* x = logits + static_cast<int64_t>(t) * n;
 
@@ -99,6 +103,8 @@ __device__ __forceinline__ float silu(float x) { return __fdiv_rn(x, __fadd_rn(1
 __global__ void __launch_bounds__(kEwThreads) swiglu_kernel(const float* __restrict__ g, const float* __restrict__ u,
                                                             int64_t stride, int n, float* __restrict__ h,
                                                             uint8_t* __restrict__ q8, int64_t q8_stride) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t t = blockIdx.y;
   const int quad = blockIdx.x * kEwThreads + threadIdx.x;
   const bool live = 4 * quad < n;
@@ -120,6 +126,8 @@ __global__ void __launch_bounds__(kEwThreads) swiglu_entries_kernel(const float*
                                                                     const int* __restrict__ group_start,
                                                                     float* __restrict__ h, uint8_t* __restrict__ q8,
                                                                     int64_t q8_stride) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t i = blockIdx.y;
   if (i >= group_start[*n_groups]) return;  // CTA-uniform: not an entry of this call
   const int quad = blockIdx.x * kEwThreads + threadIdx.x;
@@ -136,11 +144,14 @@ __global__ void __launch_bounds__(kEwThreads) swiglu_entries_kernel(const float*
 }
 
 __global__ void __launch_bounds__(kEwThreads) shared_gate_add_kernel(float* __restrict__ y, const float* __restrict__ s,
-                                                                     const float* __restrict__ gate_logit, int n) {
+                                                                     const float* __restrict__ gate_logit,
+                                                                     int64_t gate_stride, int n) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t t = blockIdx.y;
   const int j = blockIdx.x * kEwThreads + threadIdx.x;
   if (j >= n) return;
-  const float gate = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-gate_logit[t])));  // reference::sigmoid
+  const float gate = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-gate_logit[t * gate_stride])));  // reference::sigmoid
   y[t * n + j] = __fadd_rn(y[t * n + j], __fmul_rn(s[t * n + j], gate));
 }
 
@@ -161,8 +172,7 @@ Status router_topk(const float* logits, int T, int n_expert, int k, int32_t* ids
     STRATA_CUDA_TRY(cudaFuncSetAttribute(router_topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(2 * kRouterMaxExperts * sizeof(float))));
   }
-  router_topk_kernel<<<T, 32, smem, stream>>>(logits, n_expert, k, ids, weights);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(router_topk_kernel, dim3(T), dim3(32), smem, stream, logits, n_expert, k, ids, weights));
   return Status::ok_status();
 }
 
@@ -182,8 +192,8 @@ Status swiglu(const float* g, const float* u, int64_t stride, int T, int n, floa
                            ") a multiple of 4 bytes >= " + std::to_string(n / 32 * 36));
   }
   const dim3 grid(static_cast<unsigned>((n / 4 + kEwThreads - 1) / kEwThreads), static_cast<unsigned>(T));
-  swiglu_kernel<<<grid, kEwThreads, 0, stream>>>(g, u, stride, n, h, static_cast<uint8_t*>(h_q8), q8_stride);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(swiglu_kernel, grid, dim3(kEwThreads), 0, stream, g, u, stride, n, h,
+                                static_cast<uint8_t*>(h_q8), q8_stride));
   return Status::ok_status();
 }
 
@@ -202,20 +212,24 @@ Status swiglu_entries(const float* gu, int cap, int n, const int* n_groups, cons
                            ") a multiple of 4 bytes >= " + std::to_string(n / 32 * 36));
   }
   const dim3 grid(static_cast<unsigned>((n / 4 + kEwThreads - 1) / kEwThreads), static_cast<unsigned>(cap));
-  swiglu_entries_kernel<<<grid, kEwThreads, 0, stream>>>(gu, n, n_groups, group_start, h, static_cast<uint8_t*>(h_q8),
-                                                         q8_stride);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(swiglu_entries_kernel, grid, dim3(kEwThreads), 0, stream, gu, n, n_groups, group_start, h,
+                                static_cast<uint8_t*>(h_q8), q8_stride));
   return Status::ok_status();
 }
 
 Status shared_gate_add(float* y, const float* s, const float* gate_logit, int T, int n, Stream stream) {
+  return shared_gate_add(y, s, gate_logit, 1, T, n, stream);
+}
+
+Status shared_gate_add(float* y, const float* s, const float* gate_logit, int64_t gate_stride, int T, int n,
+                       Stream stream) {
   const std::string where = "cuda: shared_gate_add(T=" + std::to_string(T) + ", n=" + std::to_string(n) + "): ";
   if (y == nullptr || s == nullptr || gate_logit == nullptr) return Status::error(where + "null y, s or gate_logit");
   if (T < 1 || T > 65535) return Status::error(where + "T must be in 1..65535");
   if (n < 1) return Status::error(where + "n must be positive");
+  if (gate_stride < 1) return Status::error(where + "gate_stride must be positive");
   const dim3 grid(static_cast<unsigned>((n + kEwThreads - 1) / kEwThreads), static_cast<unsigned>(T));
-  shared_gate_add_kernel<<<grid, kEwThreads, 0, stream>>>(y, s, gate_logit, n);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(shared_gate_add_kernel, grid, dim3(kEwThreads), 0, stream, y, s, gate_logit, gate_stride, n));
   return Status::ok_status();
 }
 

@@ -9,6 +9,9 @@
 //                          ascending expert id (the reference's order), written to y
 //   swiglu                 h = silu(g) * u (the shared expert), optional q8_1 form of h
 //   shared_gate_add        y += sigmoid(gate_logit) * s (the shared expert's scalar gate)
+// The decode path runs the same math in fewer launches: route_and_group (router_topk and the
+// grouping in one kernel) -> expert_mlp_grouped (gate/up, SwiGLU, down over that grouping) -> ...
+// shared expert ... -> expert_combine_shared (the routed sum, then the gated shared output added).
 // Grouped kernels take their group from block row g % gridDim.y (group stride), so the grid does
 // not depend on how many groups a window has and one captured graph fits every window.
 // Host-only header.
@@ -68,6 +71,36 @@ inline constexpr int kMaxExpertEntries = 256;
 Status native_expert_grouped(const ExpertWeights& w, const Act& u, const int32_t* ids, const float* weights, int k,
                              const ExpertScratch& scratch, float* y, Stream stream);
 
+// The stages of native_expert_grouped, each usable on its own. T = window rows, k = experts per
+// row; the grouping arrays live in `scratch` (ExpertScratchLayout).
+//
+// group_expert_entries: the grouping of the T x k entries (ids/weights as router_topk writes them).
+Status group_expert_entries(const ExpertWeights& w, const int32_t* ids, const float* weights, int T, int k,
+                            const ExpertScratch& scratch, Stream stream);
+
+// route_and_group: router_topk for T rows of logits (row t at logits + t * logits_stride, n_expert =
+// w.n_expert columns; same ids, same tie rule, same weight formula) AND the grouping
+// group_expert_entries would make of those ids/weights (identical arrays), in one launch. ids and
+// weights [T, k] are written too. Requires T * k <= min(kMaxExpertEntries, scratch.cap_entries).
+Status route_and_group(const float* logits, int64_t logits_stride, int T, int k, const ExpertWeights& w,
+                       const ExpertScratch& scratch, int32_t* ids, float* weights, Stream stream);
+
+// expert_mlp_grouped: gate/up per group, SwiGLU (+ q8_1) over the entries, down per group, for the
+// grouping already in `scratch` (route_and_group or group_expert_entries with the same T and k);
+// each entry's down output is left in the scratch's `out`.
+Status expert_mlp_grouped(const ExpertWeights& w, const Act& u, int k, const ExpertScratch& scratch, Stream stream);
+
+// native_expert_grouped without its grouping launch: expert_mlp_grouped then expert_combine.
+Status native_expert_grouped_pregrouped(const ExpertWeights& w, const Act& u, int k, const ExpertScratch& scratch,
+                                        float* y, Stream stream);
+
+// expert_combine: y[t, :] = sum over row t's entries in ascending expert id of w_e * out_e
+// (overwrites y). expert_combine_shared: the same sum, then + s[t, :] * sigmoid(gate_logit[t *
+// gate_stride]) as one more rounded addition, bit for bit expert_combine then shared_gate_add.
+Status expert_combine(const ExpertWeights& w, int T, int k, const ExpertScratch& scratch, float* y, Stream stream);
+Status expert_combine_shared(const ExpertWeights& w, int T, int k, const ExpertScratch& scratch, const float* s,
+                             const float* gate_logit, int64_t gate_stride, float* y, Stream stream);
+
 // h[t, i] = silu(g[t, i]) * u[t, i] for T rows of n values (rows g + t * stride, u + t * stride,
 // h + t * n); when h_q8 != nullptr also its q8_1 form (rows h_q8 + t * q8_stride bytes).
 Status swiglu(const float* g, const float* u, int64_t stride, int T, int n, float* h, void* h_q8, int64_t q8_stride,
@@ -79,7 +112,10 @@ Status swiglu(const float* g, const float* u, int64_t stride, int T, int n, floa
 Status swiglu_entries(const float* gu, int cap, int n, const int* n_groups, const int* group_start, float* h,
                       void* h_q8, int64_t q8_stride, Stream stream);
 
-// y[t, j] += s[t, j] * sigmoid(gate_logit[t]) for T rows of n.
+// y[t, j] += s[t, j] * sigmoid(gate_logit[t * gate_stride]) for T rows of n (gate_stride 1 when
+// not given; n_expert + 1 when the gate logit is the last column of router_gi's output).
 Status shared_gate_add(float* y, const float* s, const float* gate_logit, int T, int n, Stream stream);
+Status shared_gate_add(float* y, const float* s, const float* gate_logit, int64_t gate_stride, int T, int n,
+                       Stream stream);
 
 }  // namespace strata::cuda

@@ -1,13 +1,17 @@
 // native_expert_grouped (moe.h): the window's T x k routed entries grouped by expert on the
 // device, then gate/up per group, SwiGLU + q8_1 over the entries, down per group, and each row's
 // weighted sum in ascending expert id. The quantized per-group mat-vec is moe_grouped.cuh's
-// (one generated instance per weight type); this file holds the grouping, the float-weight
-// variant, the combine and the host entry.
+// (one generated instance per weight type); this file holds the grouping (on its own, or fused
+// with the router's softmax + top-k), the float-weight variant, the combine (on its own, or with the
+// shared expert's gated output) and the host entries. Its kernels are launched with PDL
+// (launch.cuh): each waits for its predecessor before its first read of an activation.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cmath>
 #include <string>
 
+#include "launch.cuh"
 #include "moe.h"
 #include "moe_grouped.cuh"
 
@@ -30,26 +34,34 @@ constexpr int kGroupRows = 32;
 
 // ---- grouping ----------------------------------------------------------------------------------
 
-// One CTA, thread i = entry (row i / k, slot i % k). The sorted position of an entry is its rank
-// under (expert, i): the number of entries before it in that order, so positions are a
-// permutation and entries of one expert keep their row order. Its rank within its own row under
-// the same order puts row t's entries in ascending expert id at row_entries[t * k ..].
-__global__ void __launch_bounds__(kMaxExpertEntries) group_entries_kernel(
-    const int32_t* __restrict__ ids, const float* __restrict__ weights, int n, int k, int n_expert,
-    int* __restrict__ n_groups, int* __restrict__ group_expert, int* __restrict__ group_start,
-    int* __restrict__ entry_row, float* __restrict__ entry_weight, int* __restrict__ row_entries) {
-  __shared__ int expert_of[kMaxExpertEntries];  // by entry
-  __shared__ int sorted[kMaxExpertEntries];     // expert by sorted position
-  __shared__ int starts[kMaxExpertEntries];     // 1 where a group starts
+// Where the grouping arrays go (ExpertScratchLayout's, resolved against the scratch's base).
+struct GroupOut {
+  int* n_groups;
+  int* group_expert;
+  int* group_start;
+  int* entry_row;
+  float* entry_weight;
+  int* row_entries;
+};
+
+GroupOut group_out(const ExpertScratch& scratch, const ExpertScratchLayout& l) {
+  uint8_t* base = static_cast<uint8_t*>(scratch.base);
+  return GroupOut{reinterpret_cast<int*>(base + l.n_groups),      reinterpret_cast<int*>(base + l.group_expert),
+                  reinterpret_cast<int*>(base + l.group_start),   reinterpret_cast<int*>(base + l.entry_row),
+                  reinterpret_cast<float*>(base + l.entry_weight), reinterpret_cast<int*>(base + l.row_entries)};
+}
+
+// The grouping of n entries (entry i = row i / k, slot i % k; expert_of in shared memory, in
+// range), by the whole CTA (blockDim.x >= n; every thread must call it). Thread i = entry i. The
+// sorted position of an entry is its rank under (expert, i): the number of entries before it in
+// that order, so positions are a permutation and entries of one expert keep their row order. Its
+// rank within its own row under the same order puts row t's entries in ascending expert id at
+// row_entries[t * k ..]. sorted and starts: shared scratch of kMaxExpertEntries ints each.
+__device__ void group_entries_block(const int* expert_of, const float* weight_of, int n, int k, int* sorted,
+                                    int* starts, const GroupOut& o) {
   const int i = threadIdx.x;
-  int e = 0;
   if (i < n) {
-    // Router ids are in range; the clamp only keeps a corrupt id from reading outside the tensors.
-    e = min(max(static_cast<int>(ids[i]), 0), n_expert - 1);
-    expert_of[i] = e;
-  }
-  __syncthreads();
-  if (i < n) {
+    const int e = expert_of[i];
     const int row = i / k;
     int pos = 0, row_rank = 0;
     for (int m = 0; m < n; ++m) {
@@ -59,9 +71,9 @@ __global__ void __launch_bounds__(kMaxExpertEntries) group_entries_kernel(
       if (m / k == row) row_rank += before;
     }
     sorted[pos] = e;
-    entry_row[pos] = row;
-    entry_weight[pos] = weights[i];
-    row_entries[row * k + row_rank] = pos;
+    o.entry_row[pos] = row;
+    o.entry_weight[pos] = weight_of[i];
+    o.row_entries[row * k + row_rank] = pos;
   }
   __syncthreads();
   if (i < n) starts[i] = i == 0 || sorted[i - 1] != sorted[i];
@@ -69,15 +81,167 @@ __global__ void __launch_bounds__(kMaxExpertEntries) group_entries_kernel(
   if (i < n && starts[i]) {
     int gi = 0;
     for (int m = 0; m < i; ++m) gi += starts[m];
-    group_expert[gi] = sorted[i];
-    group_start[gi] = i;
+    o.group_expert[gi] = sorted[i];
+    o.group_start[gi] = i;
   }
   if (i == 0) {
     int total = 0;
     for (int m = 0; m < n; ++m) total += starts[m];
-    *n_groups = total;
-    group_start[total] = n;
+    *o.n_groups = total;
+    o.group_start[total] = n;
   }
+}
+
+// The grouping of router_topk's ids/weights: one CTA of kMaxExpertEntries threads.
+__global__ void __launch_bounds__(kMaxExpertEntries) group_entries_kernel(const int32_t* __restrict__ ids,
+                                                                          const float* __restrict__ weights, int n,
+                                                                          int k, int n_expert, GroupOut o) {
+  __shared__ int expert_of[kMaxExpertEntries];  // by entry
+  __shared__ int sorted[kMaxExpertEntries];     // expert by sorted position
+  __shared__ int starts[kMaxExpertEntries];     // 1 where a group starts
+  pdl_launch_dependents();
+  pdl_wait();
+  const int i = threadIdx.x;
+  // Router ids are in range; the clamp only keeps a corrupt id from reading outside the tensors.
+  if (i < n) expert_of[i] = min(max(static_cast<int>(ids[i]), 0), n_expert - 1);
+  __syncthreads();
+  group_entries_block(expert_of, weights, n, k, sorted, starts, o);
+}
+
+// ---- router + grouping in one launch ----------------------------------------------------------------
+
+// One CTA of kRouteThreads for the whole window: rows are spread over teams of warps (the next power
+// of two >= T teams, so 16 warps on one row at T = 1, 2 per row at T = 5..8), every phase separated
+// by a CTA barrier. Per row, as router_topk_kernel: softmax (max; expf of the difference; sum in
+// double, here per thread, then per warp by a fixed butterfly, then over the team's warps in order;
+// p = e / sum), the top k under ranks_before, weights p_e / (float sum of the k in rank order).
+// The top k without k dependent rounds: each 32-expert segment ranks its members among themselves
+// (every true top-k expert is among its segment's first min(k, 32)), then each such candidate counts
+// the candidates that rank before it (a segment's candidates are stored in rank order, so the count
+// per segment is a prefix and stops at the first that does not rank before) and a candidate whose
+// count is r < k is the row's r-th expert. Then the grouping of the T x k entries (group_entries_block).
+constexpr int kRouteThreads = 512;
+constexpr int kRouteWarps = kRouteThreads / 32;
+static_assert(kRouteThreads >= kMaxExpertEntries, "one thread per entry in the grouping");
+static_assert(kRouteWarps >= kMaxWindowRows, "at least one warp per window row");
+
+// a before b in the reference's top-k order: probability descending, ties to the lower id. NaN
+// (every p of a row once any logit is NaN) ranks after every number, so such a row still gets k
+// distinct experts.
+__device__ __forceinline__ float rank_value(float p) { return p == p ? p : -1.0f; }
+__device__ __forceinline__ bool ranks_before(float pa, int ia, float pb, int ib) {
+  return pa > pb || (pa == pb && ia < ib);
+}
+
+// Dynamic shared memory: prob [T][n] floats, then the candidates [T][nseg * kc] as (value, id).
+size_t route_smem_bytes(int T, int n, int k) {
+  const size_t nseg = (static_cast<size_t>(n) + 31) / 32, kc = k < 32 ? k : 32;
+  return static_cast<size_t>(T) * (static_cast<size_t>(n) * sizeof(float) + nseg * kc * (sizeof(float) + sizeof(int)));
+}
+
+__global__ void __launch_bounds__(kRouteThreads) route_group_kernel(const float* __restrict__ logits, int64_t stride,
+                                                                    int T, int n, int k, int32_t* __restrict__ ids,
+                                                                    float* __restrict__ weights, GroupOut o) {
+  extern __shared__ float route_smem[];
+  __shared__ float warp_max[kRouteWarps];
+  __shared__ double warp_sum[kRouteWarps];
+  __shared__ int sel_id[kMaxExpertEntries];    // entry t * k + r: row t's r-th expert
+  __shared__ float sel_w[kMaxExpertEntries];   // ... and its weight
+  __shared__ int sorted[kMaxExpertEntries];    // group_entries_block's scratch
+  __shared__ int starts[kMaxExpertEntries];
+  pdl_launch_dependents();
+  pdl_wait();
+
+  const int nseg = (n + 31) / 32, kc = k < 32 ? k : 32, slots = nseg * kc;
+  int teams = 1;
+  while (teams < T) teams <<= 1;
+  const int team_warps = kRouteWarps / teams, team_threads = team_warps * 32;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int t = warp / team_warps;           // this thread's row; t >= T: idle (barriers only)
+  const int ti = (warp % team_warps) * 32 + lane;
+  const bool live = t < T;
+  const int tr = live ? t : 0;
+  const float* x = logits + static_cast<int64_t>(tr) * stride;
+  float* prob = route_smem + static_cast<int64_t>(tr) * n;
+  float* cand_p = route_smem + static_cast<int64_t>(T) * n + static_cast<int64_t>(tr) * slots;
+  int* cand_id = reinterpret_cast<int*>(route_smem + static_cast<int64_t>(T) * (n + slots)) + static_cast<int64_t>(tr) * slots;
+
+  float mx = -INFINITY;
+  if (live)
+    for (int e = ti; e < n; e += team_threads) mx = fmaxf(mx, x[e]);
+  for (int s = 16; s > 0; s >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, s));
+  if (lane == 0) warp_max[warp] = mx;
+  __syncthreads();
+  mx = -INFINITY;
+  if (live)
+    for (int w = 0; w < team_warps; ++w) mx = fmaxf(mx, warp_max[t * team_warps + w]);
+
+  double sum = 0.0;
+  if (live)
+    for (int e = ti; e < n; e += team_threads) {
+      const float v = expf(__fsub_rn(x[e], mx));
+      prob[e] = v;
+      sum += static_cast<double>(v);
+    }
+  for (int s = 16; s > 0; s >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, s);
+  if (lane == 0) warp_sum[warp] = sum;
+  __syncthreads();
+  if (live) {
+    double total = 0.0;
+    for (int w = 0; w < team_warps; ++w) total += warp_sum[t * team_warps + w];
+    const float s = static_cast<float>(total);
+    for (int e = ti; e < n; e += team_threads) prob[e] = __fdiv_rn(prob[e], s);  // this thread's own e
+  }
+  __syncthreads();
+
+  // Rank within the segment; the segment's first kc by rank become its candidates, in rank order.
+  if (live)
+    for (int e = ti; e < n; e += team_threads) {
+      const int seg0 = e & ~31, seg_end = seg0 + 32 < n ? seg0 + 32 : n;
+      const float pe = rank_value(prob[e]);
+      int r = 0;
+      for (int j = seg0; j < seg_end; ++j) r += ranks_before(rank_value(prob[j]), j, pe, e);
+      if (r < kc) {
+        cand_p[(e >> 5) * kc + r] = pe;
+        cand_id[(e >> 5) * kc + r] = e;
+      }
+    }
+  __syncthreads();
+
+  // Each candidate's rank among all candidates = its rank in the row when it is among the top k.
+  if (live)
+    for (int c = ti; c < slots; c += team_threads) {
+      const int seg = c / kc, seg_len = n - 32 * seg < 32 ? n - 32 * seg : 32;
+      if (c % kc >= seg_len) continue;  // the short last segment has fewer candidates
+      const float pc = cand_p[c];
+      const int ic = cand_id[c];
+      int rank = 0;
+      for (int s = 0; s < nseg && rank < k; ++s) {
+        const int len = n - 32 * s < kc ? n - 32 * s : kc;
+        for (int r = 0; r < len; ++r) {
+          if (!ranks_before(cand_p[s * kc + r], cand_id[s * kc + r], pc, ic)) break;
+          ++rank;
+        }
+      }
+      if (rank < k) sel_id[t * k + rank] = ic;
+    }
+  __syncthreads();
+
+  // Weights: the float sum of the k probabilities in rank order (every lane of the team's first
+  // warp forms it, from broadcast reads), then one division per entry.
+  if (live && ti < 32) {
+    float selected_sum = 0.0f;
+    for (int r = 0; r < k; ++r) selected_sum = __fadd_rn(selected_sum, prob[sel_id[t * k + r]]);
+    for (int r = lane; r < k; r += 32) {
+      const int i = t * k + r, id = sel_id[i];
+      const float wv = __fdiv_rn(prob[id], selected_sum);
+      sel_w[i] = wv;
+      ids[i] = id;
+      weights[i] = wv;
+    }
+  }
+  __syncthreads();
+  group_entries_block(sel_id, sel_w, T * k, k, sorted, starts, o);
 }
 
 // ---- float weights (F32 / F16 / BF16; f32 activations) ---------------------------------------------
@@ -93,6 +257,8 @@ __device__ __forceinline__ float weight_at(const uint8_t* row, int c) {
 // every weight value read feeds the batch's (up to 8) entries. Used by the tiny test models only.
 template <Type WT>
 __global__ void __launch_bounds__(kThreads) grouped_mmvf_kernel(const GroupedArgs a) {
+  pdl_launch_dependents();
+  pdl_wait();  // the group's expert is not known before the grouping, so no weight prefetch
   const int n_groups = *a.n_groups;
   if (static_cast<int>(blockIdx.y) >= n_groups) return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -131,12 +297,11 @@ __global__ void __launch_bounds__(kThreads) grouped_mmvf_kernel(const GroupedArg
 
 Status launch_grouped_f(Type t, const GroupedArgs& a, dim3 grid, cudaStream_t stream) {
   switch (t) {
-    case Type::F32: grouped_mmvf_kernel<Type::F32><<<grid, kThreads, 0, stream>>>(a); break;
-    case Type::F16: grouped_mmvf_kernel<Type::F16><<<grid, kThreads, 0, stream>>>(a); break;
-    case Type::BF16: grouped_mmvf_kernel<Type::BF16><<<grid, kThreads, 0, stream>>>(a); break;
+    case Type::F32: STRATA_CUDA_TRY(launch_kernel(grouped_mmvf_kernel<Type::F32>, grid, dim3(kThreads), 0, stream, a)); break;
+    case Type::F16: STRATA_CUDA_TRY(launch_kernel(grouped_mmvf_kernel<Type::F16>, grid, dim3(kThreads), 0, stream, a)); break;
+    case Type::BF16: STRATA_CUDA_TRY(launch_kernel(grouped_mmvf_kernel<Type::BF16>, grid, dim3(kThreads), 0, stream, a)); break;
     default: return Status::error("cuda: native_expert_grouped: no float kernel for " + type_name(t));
   }
-  STRATA_CUDA_TRY(cudaGetLastError());
   return Status::ok_status();
 }
 
@@ -145,11 +310,18 @@ Status launch_grouped_f(Type t, const GroupedArgs& a, dim3 grid, cudaStream_t st
 constexpr int kCombineThreads = 256;
 
 // y[t, j] = sum over row t's entries in ascending expert id of out[entry, j] * weight, from 0 and
-// rounded step by step as the reference's `dst[j] += out * w`.
+// rounded step by step as the reference's `dst[j] += out * w`. With s != nullptr, then
+// + s[t, j] * sigmoid(gate_logit[t * gate_stride]) rounded as one more addition: the reference adds
+// the gated shared output (s * gate, rounded) to the finished routed sum, and so did
+// shared_gate_add after this kernel alone, so both forms give the same bits.
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const float* __restrict__ out, int H, int k,
                                                                   const int* __restrict__ row_entries,
                                                                   const float* __restrict__ entry_weight,
-                                                                  float* __restrict__ y) {
+                                                                  const float* __restrict__ s,
+                                                                  const float* __restrict__ gate_logit,
+                                                                  int64_t gate_stride, float* __restrict__ y) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int t = blockIdx.y;
   const int j = blockIdx.x * kCombineThreads + threadIdx.x;
   if (j >= H) return;
@@ -157,6 +329,10 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const float* _
   for (int r = 0; r < k; ++r) {
     const int p = row_entries[t * k + r];
     acc = __fadd_rn(acc, __fmul_rn(out[static_cast<int64_t>(p) * H + j], entry_weight[p]));
+  }
+  if (s != nullptr) {
+    const float gate = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-gate_logit[t * gate_stride])));  // reference::sigmoid
+    acc = __fadd_rn(acc, __fmul_rn(s[static_cast<int64_t>(t) * H + j], gate));
   }
   y[static_cast<int64_t>(t) * H + j] = acc;
 }
@@ -257,23 +433,95 @@ ExpertScratchLayout expert_scratch_layout(const ExpertWeights& w, int cap_entrie
 
 int64_t expert_scratch_bytes(const ExpertWeights& w, int cap_entries) { return expert_scratch_layout(w, cap_entries).bytes; }
 
-Status native_expert_grouped(const ExpertWeights& w, const Act& u, const int32_t* ids, const float* weights, int k,
-                             const ExpertScratch& scratch, float* y, Stream stream) {
-  using namespace moe_detail;
-  const std::string where = "cuda: native_expert_grouped(T=" + std::to_string(u.T) + ", k=" + std::to_string(k) + "): ";
-  STRATA_TRY(check_weights(w));
-  const DTensor& gu_t = w.gate_up ? w.gate_up : w.gate;
-  const Type gt = gu_t.type, dt = w.down.type;
-  const int T = u.T;
+namespace moe_detail {
+namespace {
+
+// What every stage checks of a call over T rows of k entries; the scratch's layout when it holds.
+Result<ExpertScratchLayout> check_call(const std::string& where, const ExpertWeights& w, int T, int k,
+                                       const ExpertScratch& scratch) {
+  if (w.n_expert < 1 || w.n_ff < 1 || w.n_embd < 1)
+    return Status::error(where + "n_expert, n_ff and n_embd must be positive");
   if (T < 1 || T > kMaxWindowRows) return Status::error(where + "T must be in 1.." + std::to_string(kMaxWindowRows));
   if (k < 1 || k > w.n_expert) return Status::error(where + "k must be in 1..n_expert");
   const int n = T * k;
   if (n > kMaxExpertEntries) return Status::error(where + "T * k exceeds " + std::to_string(kMaxExpertEntries));
-  if (n > scratch.cap_entries) return Status::error(where + "T * k exceeds the scratch's cap_entries " + std::to_string(scratch.cap_entries));
+  if (n > scratch.cap_entries)
+    return Status::error(where + "T * k exceeds the scratch's cap_entries " + std::to_string(scratch.cap_entries));
   const ExpertScratchLayout l = expert_scratch_layout(w, scratch.cap_entries);
   if (scratch.base == nullptr || !aligned(scratch.base, 256) || scratch.bytes < l.bytes)
     return Status::error(where + "scratch must be 256-byte aligned with at least " + std::to_string(l.bytes) + " bytes");
-  if (ids == nullptr || weights == nullptr || y == nullptr) return Status::error(where + "null ids, weights or y");
+  return l;
+}
+
+std::string call_name(const char* fn, int T, int k) {
+  return std::string("cuda: ") + fn + "(T=" + std::to_string(T) + ", k=" + std::to_string(k) + "): ";
+}
+
+Status launch_combine(const char* fn, const ExpertWeights& w, int T, int k, const ExpertScratch& scratch,
+                      const float* s, const float* gate_logit, int64_t gate_stride, float* y, Stream stream) {
+  const std::string where = call_name(fn, T, k);
+  auto l = check_call(where, w, T, k, scratch);
+  if (!l) return l.status();
+  if (y == nullptr) return Status::error(where + "null y");
+  const uint8_t* base = static_cast<const uint8_t*>(scratch.base);
+  const dim3 grid(static_cast<unsigned>((w.n_embd + kCombineThreads - 1) / kCombineThreads), static_cast<unsigned>(T));
+  STRATA_CUDA_TRY(launch_kernel(combine_kernel, grid, dim3(kCombineThreads), 0, stream,
+                                reinterpret_cast<const float*>(base + l->out), w.n_embd, k,
+                                reinterpret_cast<const int*>(base + l->row_entries),
+                                reinterpret_cast<const float*>(base + l->entry_weight), s, gate_logit, gate_stride, y));
+  return Status::ok_status();
+}
+
+}  // namespace
+}  // namespace moe_detail
+
+Status group_expert_entries(const ExpertWeights& w, const int32_t* ids, const float* weights, int T, int k,
+                            const ExpertScratch& scratch, Stream stream) {
+  using namespace moe_detail;
+  const std::string where = call_name("group_expert_entries", T, k);
+  auto l = check_call(where, w, T, k, scratch);
+  if (!l) return l.status();
+  if (ids == nullptr || weights == nullptr) return Status::error(where + "null ids or weights");
+  STRATA_CUDA_TRY(launch_kernel(group_entries_kernel, dim3(1), dim3(kMaxExpertEntries), 0, stream, ids, weights, T * k, k,
+                                w.n_expert, group_out(scratch, *l)));
+  return Status::ok_status();
+}
+
+Status route_and_group(const float* logits, int64_t logits_stride, int T, int k, const ExpertWeights& w,
+                       const ExpertScratch& scratch, int32_t* ids, float* weights, Stream stream) {
+  using namespace moe_detail;
+  const std::string where = call_name("route_and_group", T, k) + "n_expert=" + std::to_string(w.n_expert) + ": ";
+  auto l = check_call(where, w, T, k, scratch);
+  if (!l) return l.status();
+  if (logits == nullptr || ids == nullptr || weights == nullptr) return Status::error(where + "null logits, ids or weights");
+  if (logits_stride < w.n_expert) return Status::error(where + "logits_stride must be >= n_expert");
+  auto dev = current_device();
+  if (!dev) return dev.status();
+  const size_t smem = route_smem_bytes(T, w.n_expert, k);
+  // Static shared memory of the kernel: the per-warp partials and four entry arrays.
+  const size_t static_smem = kRouteWarps * (sizeof(float) + sizeof(double)) + 4 * kMaxExpertEntries * sizeof(int);
+  if (smem + static_smem > dev->smem_optin)
+    return Status::error(where + "needs " + std::to_string(smem + static_smem) + " bytes of shared memory, the device allows " +
+                         std::to_string(dev->smem_optin));
+  if (smem > 48 * 1024)
+    STRATA_CUDA_TRY(cudaFuncSetAttribute(route_group_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(dev->smem_optin - static_smem)));
+  STRATA_CUDA_TRY(launch_kernel(route_group_kernel, dim3(1), dim3(kRouteThreads), smem, stream, logits, logits_stride, T,
+                                w.n_expert, k, ids, weights, group_out(scratch, *l)));
+  return Status::ok_status();
+}
+
+Status expert_mlp_grouped(const ExpertWeights& w, const Act& u, int k, const ExpertScratch& scratch, Stream stream) {
+  using namespace moe_detail;
+  const int T = u.T;
+  const std::string where = call_name("expert_mlp_grouped", T, k);
+  STRATA_TRY(check_weights(w));
+  auto lay = check_call(where, w, T, k, scratch);
+  if (!lay) return lay.status();
+  const ExpertScratchLayout& l = *lay;
+  const DTensor& gu_t = w.gate_up ? w.gate_up : w.gate;
+  const Type gt = gu_t.type, dt = w.down.type;
+  const int n = T * k;
   if (u.cols != w.n_embd) return Status::error(where + "u has " + std::to_string(u.cols) + " columns, n_embd is " + std::to_string(w.n_embd));
   const bool q8_in = mmvq_takes_q8_1(gt);
   if (q8_in) {
@@ -288,12 +536,7 @@ Status native_expert_grouped(const ExpertWeights& w, const Act& u, const int32_t
     return Status::error(where + "quantized experts need compute capability 7.5 or newer (int8 tensor cores)");
 
   uint8_t* base = static_cast<uint8_t*>(scratch.base);
-  int* n_groups = reinterpret_cast<int*>(base + l.n_groups);
-  int* group_expert = reinterpret_cast<int*>(base + l.group_expert);
-  int* group_start = reinterpret_cast<int*>(base + l.group_start);
-  int* entry_row = reinterpret_cast<int*>(base + l.entry_row);
-  float* entry_weight = reinterpret_cast<float*>(base + l.entry_weight);
-  int* row_entries = reinterpret_cast<int*>(base + l.row_entries);
+  const GroupOut g = group_out(scratch, l);
   float* gate_up = reinterpret_cast<float*>(base + l.gate_up);
   float* h = reinterpret_cast<float*>(base + l.h);
   uint8_t* h_q8 = base + l.h_q8;
@@ -302,14 +545,10 @@ Status native_expert_grouped(const ExpertWeights& w, const Act& u, const int32_t
   // At most n groups in this call; block rows beyond the call's groups return at once.
   const int group_rows = n < kGroupRows ? n : kGroupRows;
 
-  group_entries_kernel<<<1, kMaxExpertEntries, 0, s>>>(ids, weights, n, k, w.n_expert, n_groups, group_expert, group_start,
-                                                       entry_row, entry_weight, row_entries);
-  STRATA_CUDA_TRY(cudaGetLastError());
-
   GroupedArgs a;
-  a.n_groups = n_groups;
-  a.group_expert = group_expert;
-  a.group_start = group_start;
+  a.n_groups = g.n_groups;
+  a.group_expert = g.group_expert;
+  a.group_start = g.group_start;
   a.rows = 2 * w.n_ff;
   if (w.gate_up) {
     a.w0 = a.w1 = static_cast<const uint8_t*>(w.gate_up.data);
@@ -325,14 +564,14 @@ Status native_expert_grouped(const ExpertWeights& w, const Act& u, const int32_t
   a.nchunks = w.n_embd / 32;
   a.act = q8_in ? static_cast<const uint8_t*>(u.q8) : reinterpret_cast<const uint8_t*>(u.f32);
   a.act_stride = q8_in ? u.q8_stride : u.f32_stride * static_cast<int64_t>(sizeof(float));
-  a.act_row = entry_row;
+  a.act_row = g.entry_row;
   a.batch = T < kBatch ? T : kBatch;
   a.out = gate_up;
   a.out_stride = 2 * w.n_ff;
   STRATA_TRY(launch_grouped(gt, a, group_rows, *dev, s));
 
   const bool q8_mid = mmvq_takes_q8_1(dt);
-  STRATA_TRY(swiglu_entries(gate_up, n, w.n_ff, n_groups, group_start, h, q8_mid ? h_q8 : nullptr, l.h_q8_stride, stream));
+  STRATA_TRY(swiglu_entries(gate_up, n, w.n_ff, g.n_groups, g.group_start, h, q8_mid ? h_q8 : nullptr, l.h_q8_stride, stream));
 
   a.w0 = a.w1 = static_cast<const uint8_t*>(w.down.data);
   a.rows = w.n_embd;
@@ -345,12 +584,34 @@ Status native_expert_grouped(const ExpertWeights& w, const Act& u, const int32_t
   a.act_row = nullptr;  // entry i's h is row i
   a.out = out;
   a.out_stride = w.n_embd;
-  STRATA_TRY(launch_grouped(dt, a, group_rows, *dev, s));
+  return launch_grouped(dt, a, group_rows, *dev, s);
+}
 
-  const dim3 grid(static_cast<unsigned>((w.n_embd + kCombineThreads - 1) / kCombineThreads), static_cast<unsigned>(T));
-  combine_kernel<<<grid, kCombineThreads, 0, s>>>(out, w.n_embd, k, row_entries, entry_weight, y);
-  STRATA_CUDA_TRY(cudaGetLastError());
-  return Status::ok_status();
+Status expert_combine(const ExpertWeights& w, int T, int k, const ExpertScratch& scratch, float* y, Stream stream) {
+  return moe_detail::launch_combine("expert_combine", w, T, k, scratch, nullptr, nullptr, 1, y, stream);
+}
+
+Status expert_combine_shared(const ExpertWeights& w, int T, int k, const ExpertScratch& scratch, const float* s,
+                             const float* gate_logit, int64_t gate_stride, float* y, Stream stream) {
+  if (s == nullptr || gate_logit == nullptr || gate_stride < 1)
+    return Status::error(moe_detail::call_name("expert_combine_shared", T, k) + "s and gate_logit must be set, gate_stride >= 1");
+  return moe_detail::launch_combine("expert_combine_shared", w, T, k, scratch, s, gate_logit, gate_stride, y, stream);
+}
+
+Status native_expert_grouped_pregrouped(const ExpertWeights& w, const Act& u, int k, const ExpertScratch& scratch,
+                                        float* y, Stream stream) {
+  if (y == nullptr) return Status::error(moe_detail::call_name("native_expert_grouped", u.T, k) + "null y");
+  STRATA_TRY(expert_mlp_grouped(w, u, k, scratch, stream));
+  return expert_combine(w, u.T, k, scratch, y, stream);
+}
+
+Status native_expert_grouped(const ExpertWeights& w, const Act& u, const int32_t* ids, const float* weights, int k,
+                             const ExpertScratch& scratch, float* y, Stream stream) {
+  const std::string where = moe_detail::call_name("native_expert_grouped", u.T, k);
+  STRATA_TRY(moe_detail::check_weights(w));  // before any launch, so a bad tensor leaves nothing half done
+  if (ids == nullptr || weights == nullptr || y == nullptr) return Status::error(where + "null ids, weights or y");
+  STRATA_TRY(group_expert_entries(w, ids, weights, u.T, k, scratch, stream));
+  return native_expert_grouped_pregrouped(w, u, k, scratch, y, stream);
 }
 
 }  // namespace strata::cuda

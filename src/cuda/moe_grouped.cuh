@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "launch.cuh"
 #include "quant_decode.cuh"
 #include "quant_tables.cuh"
 
@@ -119,13 +120,39 @@ __device__ __forceinline__ void stage_piece(uint8_t* dst, const uint8_t* seg, in
   if (avail > 0) cp_async16(dst + 16 * piece, src, avail < 16 ? avail : 16);
 }
 
+// One prefetch toward L2 of the 128-byte line holding p (launch.cuh's prefetch_l2 spreads one
+// contiguous range over the CTA; a tile of an expert split into gate and up is two ranges).
+__device__ __forceinline__ void prefetch_line_l2(const void* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#else
+  (void)p;
+#endif
+}
+
+// At least 3 CTAs (24 warps) per SM: at <= 85 registers a thread. Left free, ptxas takes ~107
+// once the tile prefetch is in, which would drop residency to 2 CTAs per SM and the decode
+// group launch (10 groups x 20 tiles) to fewer warps than SMs need to hide the decode's latency.
 template <Type T>
-__global__ void __launch_bounds__(kThreads) grouped_mmvq_kernel(const GroupedArgs a) {
+__global__ void __launch_bounds__(kThreads, 3) grouped_mmvq_kernel(const GroupedArgs a) {
   using Q = qd::Dec<T>;
   using G = Geometry<T>;
-  const int n_groups = *a.n_groups;
-  if (static_cast<int>(blockIdx.y) >= n_groups) return;  // CTA-uniform: no group for this block row
   extern __shared__ __align__(16) uint8_t smem[];
+  // PDL (launch.cuh). Which expert's rows this CTA streams is itself an output of the grouping
+  // kernel (group_expert), so no weight can be prefetched before pdl_wait(); what overlaps the
+  // previous kernel is this kernel's launch, its CTAs' set-up and the copy of the type's grid
+  // table (constant data), issued here as the first cp.async of commit group 0.
+  pdl_launch_dependents();
+  if constexpr (G::kTableBytes > 0) {
+    const uint8_t* src = static_cast<const uint8_t*>(qd::GridTable<Q::kGrid>::ptr());
+    for (int i = threadIdx.x; i < G::kTableBytes / 16; i += kThreads) cp_async16(smem + 16 * i, src + 16 * i, 16);
+  }
+  pdl_wait();
+  const int n_groups = *a.n_groups;
+  if (static_cast<int>(blockIdx.y) >= n_groups) {  // CTA-uniform: no group for this block row
+    cp_async_wait<0>();  // leave no copy in flight into the shared memory of an exiting CTA
+    return;
+  }
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, q = lane & 3;
@@ -136,12 +163,8 @@ __global__ void __launch_bounds__(kThreads) grouped_mmvq_kernel(const GroupedArg
   const int aslot = act_slot_bytes(a.nchunks);
   const int act_bytes = a.nchunks * kActBlockBytes;
 
-  if constexpr (G::kTableBytes > 0) {
-    // The type's grid, once per CTA: asynchronous, so it travels with the first batch's
-    // activation copies (the same commit group) instead of stalling before them.
-    const uint8_t* src = static_cast<const uint8_t*>(qd::GridTable<Q::kGrid>::ptr());
-    for (int i = threadIdx.x; i < G::kTableBytes / 16; i += kThreads) cp_async16(smem + 16 * i, src + 16 * i, 16);
-  }
+  // The grid table copied above travels with the first batch's activation copies (the same
+  // commit group), so the first batch's wait publishes it.
   const qd::Tables tb = qd::tables_at<Q::kGrid>(smem);
   uint8_t* act_st = smem + G::kTableBytes;
   uint8_t* ring = act_st + a.batch * aslot + warp * G::kRingBytes;
@@ -150,6 +173,17 @@ __global__ void __launch_bounds__(kThreads) grouped_mmvq_kernel(const GroupedArg
   for (int grp = blockIdx.y; grp < n_groups; grp += gridDim.y) {
     const int e = a.group_expert[grp];
     const int first = a.group_start[grp], last = a.group_start[grp + 1];
+    {
+      // The whole row tile of expert e toward L2 as soon as e is known: the rings keep only
+      // kStages - 1 steps per warp in flight, so without this the later steps of a warp each wait
+      // a DRAM round trip; with it the tile's DRAM reads all start now and later steps hit L2.
+      const int tile_rows = kWarps / ksplit * 16, tile_r0 = static_cast<int>(blockIdx.x) * tile_rows;
+      const int lines = static_cast<int>((a.row_bytes + 127) / 128);
+      for (int i = threadIdx.x; i < tile_rows * lines; i += kThreads) {
+        const int r = tile_r0 + i / lines;
+        if (r < a.rows) prefetch_line_l2(weight_row(a, e, r) + 128 * (i % lines));
+      }
+    }
     // Each lane's two rows and where the current step of each starts in global memory.
     const bool live0 = r0 + g < a.rows, live1 = r0 + g + 8 < a.rows;
     const uint8_t* wrow0 = weight_row(a, e, live0 ? r0 + g : 0);
@@ -330,8 +364,7 @@ Status launch_grouped_q(GroupedArgs a, int group_rows, const DeviceInfo& dev, cu
   }
   const int tile_rows = kWarps / a.ksplit * 16;
   const dim3 grid(static_cast<unsigned>((a.rows + tile_rows - 1) / tile_rows), static_cast<unsigned>(group_rows));
-  kernel<<<grid, kThreads, smem, stream>>>(a);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(kernel, grid, dim3(kThreads), smem, stream, a));
   return Status::ok_status();
 }
 

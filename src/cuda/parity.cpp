@@ -261,7 +261,7 @@ std::vector<MmvqShape> mmvq_shapes() {
       {320, 10240, window, true},    // HC down
       {10240, 320, window, true},    // HC up (K = 320: only the 32/64-element block types)
       {4, 10240, window, true},      // HC inject
-      {248320, 2560, {1, 8}, true},  // lm_head
+      {248320, 2560, {1, 4, 8}, true},  // lm_head
       // Edges: a single row, rows not a multiple of 16, K not a multiple of 256, odd T.
       {1, 256, {3}, false},
       {17, 512, {5}, false},
@@ -342,11 +342,12 @@ Result<BenchResult> bench_mmvq(const MmvqArgs& base, size_t weight_bytes, size_t
   return res;
 }
 
-struct BenchRow {  // for the closing table
+struct BenchRow {  // for the closing tables
   std::string type;
   int64_t rows, cols;
   int T;
   double gb_s, roof;
+  double us;
 };
 
 Status run_mmvq_cases(const ParityOptions& opt, Reporter& rep, double roof_gb_s, size_t l2_bytes, std::vector<BenchRow>& table) {
@@ -489,7 +490,7 @@ Status run_mmvq_cases(const ParityOptions& opt, Reporter& rep, double roof_gb_s,
                                     plan->ksplit, plan->grid, plan->ctas_per_sm);
             r.metrics["bench"] = {{"us", b->us}, {"gb_s", b->gb_s}, {"roof_fraction", frac}, {"copies", b->copies},
                                   {"launches_per_graph", b->launches}, {"reps", opt.bench_reps}};
-            table.push_back({type_name(t), rows, cols, T, b->gb_s, frac});
+            table.push_back({type_name(t), rows, cols, T, b->gb_s, frac, b->us});
           }
         }
         rep.add(std::move(r));
@@ -519,6 +520,43 @@ void print_bench_table(const std::vector<BenchRow>& table, double roof) {
       }
       fmt::print("{}\n", line);
     }
+  }
+}
+
+// The decode step's mat-vecs (release geometry, model.md section 6; the types of the published
+// packs), for the closing summary: time and GB/s at T = 1 and T = 4. K = 640 is no multiple of
+// 256, so the down projections use the packs' 32/64-element fallbacks (Q5_0, IQ4_NL, Q2_0).
+struct DecodeShape {
+  const char* what;
+  const char* type;
+  int64_t rows, cols;
+};
+constexpr DecodeShape kDecodeShapes[] = {
+    {"HC down", "bf16", 320, 10240},         {"HC up", "bf16", 10240, 320},
+    {"HC inject", "bf16", 4, 10240},         {"router", "bf16", 512, 2560},
+    {"GDN beta/alpha", "bf16", 48, 2560},    {"GDN qkv", "q5_K", 10240, 2560},
+    {"GDN z", "q5_K", 6144, 2560},           {"GDN/attn out", "q5_K", 2560, 6144},
+    {"shared gate/up", "q5_K", 640, 2560},   {"shared down (K=640)", "q5_0", 2560, 640},
+    {"lm_head", "iq4_xs", 248320, 2560},     {"expert gate/up (1 of 10)", "iq3_xxs", 640, 2560},
+    {"expert down (1 of 10)", "q2_0", 2560, 640}, {"expert down (1 of 10)", "iq4_nl", 2560, 640},
+};
+
+void print_decode_table(const std::vector<BenchRow>& table) {
+  if (table.empty()) return;
+  fmt::print("\nmmvq decode shapes: us per launch and GB/s of weights (grouped experts: the mmvq of one expert;\n"
+             "the grouped kernel itself is timed by the moe cases)\n");
+  fmt::print("{:>26} {:>8} {:>14} {:>22} {:>22}\n", "op", "type", "rows x cols", "T=1", "T=4");
+  for (const DecodeShape& d : kDecodeShapes) {
+    std::string cells;
+    bool any = false;
+    for (int T : {1, 4}) {
+      auto it = std::find_if(table.begin(), table.end(), [&](const BenchRow& r) {
+        return r.rows == d.rows && r.cols == d.cols && r.T == T && r.type == d.type;
+      });
+      any = any || it != table.end();
+      cells += it == table.end() ? fmt::format(" {:>22}", "-") : fmt::format(" {:>8.2f} us {:>6.0f} GB/s", it->us, it->gb_s);
+    }
+    if (any) fmt::print("{:>26} {:>8} {:>14}{}\n", d.what, d.type, fmt::format("{}x{}", d.rows, d.cols), cells);
   }
 }
 
@@ -570,6 +608,7 @@ Result<ParitySummary> run_parity(const ParityOptions& opt) {
 
   const ParitySummary& s = rep.summary();
   print_bench_table(table, roof);
+  print_decode_table(table);
   if (!rep.failures().empty()) {
     fmt::print("\nfailures:\n");
     for (const auto& f : rep.failures()) fmt::print("  {}\n", f);

@@ -5,6 +5,10 @@
 //                                     and the block keys it completes; qsa_select: n_sel and the
 //                                     chosen block ids, exact (ties planted at the cut); attn_decode:
 //                                     o. Floats: ||got - want|| / ||want|| < kAttnRelTol.
+//   attention(.., packed)             the same with qg | k | v (and iq | ik) as slices of one
+//                                     row-strided buffer, as one concatenated projection writes
+//                                     them, and attn_decode's fused q8_1 output: its bytes must
+//                                     equal quantize_q8_1 of the o the same launch wrote (exact).
 // Each kernel gets the reference's inputs (the host cache and queries are uploaded before the
 // next stage), so a difference is that kernel's own. Host checks of the shared index helpers
 // (radix select, split plan) run first.
@@ -22,6 +26,7 @@
 #include "parity_harness.h"
 #include "strata/reference/ops.h"
 #include "strata/reference/qsa.h"
+#include "strata/cuda/quantize.h"
 
 namespace strata::cuda {
 namespace {
@@ -242,13 +247,21 @@ struct DeviceCase {
   DeviceBuffer cache_k, cache_v, index_k, block_k, scores, sel, n_sel, scratch, o;
 };
 
-Status run_case(const ParityOptions& opt, Reporter& rep, const Geometry& geo, int64_t pos, int T) {
+// Row t of each part at dst + t * stride + offset: the layout of one concatenated projection.
+void pack_rows(const std::vector<float>& part, int64_t cols, int T, int64_t offset, int64_t stride,
+               std::vector<float>& dst) {
+  for (int t = 0; t < T; ++t) std::copy_n(part.begin() + t * cols, cols, dst.begin() + t * stride + offset);
+}
+
+// `packed`: the projections as slices of one strided buffer and the fused q8_1 output checked.
+Status run_case(const ParityOptions& opt, Reporter& rep, const Geometry& geo, int64_t pos, int T, bool packed = false) {
   const AttnDims& d = geo.d;
   CaseResult r;
   r.op = "attention";
-  r.line = fmt::format("attention(geom={}, heads={}/{}, hd={}, ratio={}, top={}, max_ctx={}, pos={}, T={})", geo.name,
-                       d.n_head, d.n_head_kv, d.head_dim, d.ratio, d.top_blocks, d.max_ctx, pos, T);
-  r.params = {{"geom", geo.name}, {"pos", pos}, {"T", T}, {"max_ctx", d.max_ctx}};
+  r.line = fmt::format("attention(geom={}, heads={}/{}, hd={}, ratio={}, top={}, max_ctx={}, pos={}, T={}{})", geo.name,
+                       d.n_head, d.n_head_kv, d.head_dim, d.ratio, d.top_blocks, d.max_ctx, pos, T,
+                       packed ? ", packed" : "");
+  r.params = {{"geom", geo.name}, {"pos", pos}, {"T", T}, {"max_ctx", d.max_ctx}, {"packed", packed}};
   if (!rep.wanted(r.line)) return Status::ok_status();
   HostCase h = build_host_case(d, pos, T, case_seed(opt.seed, r.line));
 
@@ -317,6 +330,34 @@ Status run_case(const ParityOptions& opt, Reporter& rep, const Geometry& geo, in
   a.ik_norm = g.ik_norm.get<float>();
   a.q_out = g.q_out.get<float>();
   a.qi_out = g.qi_out.get<float>();
+  // Packed: qg | k | v rows (and iq | ik rows) of one buffer each, with a row stride of their sum.
+  const int64_t nq = nh * 2 * hd, niq = static_cast<int64_t>(d.idx_heads) * id;
+  DeviceBuffer qkv_packed, idx_packed, o_q8, o_q8_want;
+  const int64_t q8_stride = (nh * hd / 32 * 36 + 15) / 16 * 16;
+  if (packed) {
+    const int64_t stride = nq + 2 * kv_row;
+    std::vector<float> host(static_cast<size_t>(T * stride), 0.0f);
+    pack_rows(h.qg, nq, T, 0, stride, host);
+    pack_rows(h.k, kv_row, T, nq, stride, host);
+    pack_rows(h.v, kv_row, T, nq + kv_row, stride, host);
+    STRATA_TRY(upload(qkv_packed, host));
+    a.qg = qkv_packed.get<float>();
+    a.k = a.qg + nq;
+    a.v = a.qg + nq + kv_row;
+    a.qg_stride = a.kv_stride = stride;
+    if (qsa) {
+      const int64_t istride = niq + id;
+      std::vector<float> ih(static_cast<size_t>(T * istride), 0.0f);
+      pack_rows(h.iq, niq, T, 0, istride, ih);
+      pack_rows(h.ik, id, T, niq, istride, ih);
+      STRATA_TRY(upload(idx_packed, ih));
+      a.iq = idx_packed.get<float>();
+      a.ik = a.iq + niq;
+      a.iq_stride = a.ik_stride = istride;
+    }
+    STRATA_TRY(alloc_filled(o_q8, static_cast<size_t>(T * q8_stride), 0xA5));
+    STRATA_TRY(alloc_filled(o_q8_want, static_cast<size_t>(T * q8_stride), 0xA5));
+  }
   const int64_t* dpos = g.pos.get<int64_t>();
   Comparison cmp;
 
@@ -379,11 +420,26 @@ Status run_case(const ParityOptions& opt, Reporter& rep, const Geometry& geo, in
   }
 
   // attn_decode.
-  STRATA_TRY(attn_decode(d, g.q_out.get<float>(), g.qg.get<float>(), dpos, T, cache, g.sel.get<int32_t>(),
-                         g.n_sel.get<int32_t>(), g.scratch.get(), g.o.get<float>(), nullptr));
+  STRATA_TRY(attn_decode(d, g.q_out.get<float>(), a.qg, dpos, T, cache, g.sel.get<int32_t>(), g.n_sel.get<int32_t>(),
+                         g.scratch.get(), g.o.get<float>(), nullptr, a.qg_stride, packed ? o_q8.get() : nullptr,
+                         q8_stride));
   PARITY_CUDA(cudaDeviceSynchronize());
   STRATA_TRY(download(got, g.o.get(), static_cast<size_t>(T * nh * hd)));
   cmp.floats("o", got, host_attention(d, T, h, hs));
+  if (packed) {
+    // The fused q8_1 rows against quantize_q8_1 of the o this launch wrote: equal bytes (the
+    // padding after each row's blocks is not written by either).
+    STRATA_TRY(quantize_q8_1(g.o.get<float>(), nh * hd, nh * hd, T, o_q8_want.get(), q8_stride, nullptr));
+    PARITY_CUDA(cudaDeviceSynchronize());
+    std::vector<uint8_t> got_q8, want_q8;
+    STRATA_TRY(download(got_q8, o_q8.get(), static_cast<size_t>(T * q8_stride)));
+    STRATA_TRY(download(want_q8, o_q8_want.get(), static_cast<size_t>(T * q8_stride)));
+    if (got_q8 != want_q8) {
+      size_t at = 0;
+      while (at < got_q8.size() && got_q8[at] == want_q8[at]) ++at;
+      cmp.fail(fmt::format("o q8_1 differs from quantize_q8_1(o) at byte {} (row {})", at, at / q8_stride));
+    }
+  }
 
   r.status = cmp.ok ? "OK" : "FAIL";
   r.detail = fmt::format("worst rel={:.1e}, {} new blocks, {} sparse rows (ids exact)", cmp.worst_rel, new_blocks, sparse_rows);
@@ -500,6 +556,14 @@ Status run_attention_cases(const ParityOptions& opt, Reporter& rep) {
         if (pos + T > geo.d.max_ctx) continue;
         STRATA_TRY(run_case(opt, rep, geo, pos, T));
       }
+  // The concatenated-projection layout and the fused q8_1 output: every T at the last position
+  // of each geometry (the longest context; sparse rows where the geometry has an indexer).
+  for (const Geometry& geo : geometries())
+    for (int T = 1; T <= kMaxWindowRows; ++T) {
+      const int64_t pos = geo.positions.back();
+      if (pos + T > geo.d.max_ctx) continue;
+      STRATA_TRY(run_case(opt, rep, geo, pos, T, /*packed=*/true));
+    }
   return Status::ok_status();
 }
 

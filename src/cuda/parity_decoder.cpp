@@ -42,33 +42,27 @@ namespace {
 constexpr double kF32StageRelTol = 1e-4;
 // Quantized weights. The GPU feeds those weights q8_1 activations; the reference runs with
 // engine activation numerics on (reference/matmul.h), so it feeds them the same q8_1 values and
-// the q8_1 error itself (~1e-2 per mat-vec, which needed 5e-2 before) is gone. What remains:
-//  - fp32 summation order, ~1e-6 relative, as for f32 weights;
-//  - q8_1 code flips: a value within that 1e-6 of a rounding boundary (a half step) gets codes one
-//    apart on the two sides. For a difference e relative in x, a value flips with probability
-//    ~|e x| / d (d = amax / 127 of its block, |x| / d ~ 50 for Gaussian-like rows) and then
-//    moves by d, so the quantized rows differ by ~sqrt(e / 50) relative (mean square |e x| d per
-//    value): ~1.4e-4 for e = 1e-6, one code in a few thousand values. Each later quantization
-//    takes the previous difference as its e, and the residual stream carries the block outputs'
-//    differences forward, so the difference grows with depth: a 4-layer slice stays ~1e-3, a full
-//    trunk reaches a few 1e-3 in its last blocks, and the growth saturates at the plain q8_1
-//    noise (~1e-2 per mat-vec) only when e reaches ~5e-3.
-// 1e-2 bounds that with room (5x tighter than before) while a wrong op (rel ~1), a wrong scale
-// or a dropped block term (>= 1e-1) still fails. Routing flips are handled apart (below).
-constexpr double kQuantStageRelTol = 1e-2;
-// A routing flip: the two sides' router logits (each within the stage bound) put a different
-// expert among the top k at a row. That is legitimate only for a near-tie: the reference's
-// probabilities of the flipped pair (the expert only the reference chose, p_a >= p_b, and the
-// one only the GPU chose) must satisfy (p_a - p_b) / p_a <= this. The relative gap is about the
-// logit gap: fp32 order moves router logits by ~1e-6, so 1e-4 is 100x that; a wider gap is taken
-// as a wrong logit or a wrong choice, and fails. Not yet measured on the device: one q8_1 code
-// flip in the router's input moves a logit by |w| * d (~1e-3 for |w| ~ 0.03 and d ~ amax / 127),
-// so a failing flip whose router stage is itself within bound points at this constant, not at
-// the kernels (docs/PARITY.md, "Whole-step parity on quantized models"). After a flip the two
-// sides run different experts at that row: its experts stage and everything after it in that
-// block, and every later block (and the head) at that row and at later rows (their mixers read
-// the diverged row's state), are not compared; the flip and the skipped count are reported.
-constexpr double kRoutingFlipRelGap = 1e-4;
+// the first quantization's error (~1e-2 per mat-vec) is gone. What remains are q8_1 code flips:
+// a value that the two sides carry with a relative difference e lands on another code with
+// probability ~|e x| / d (d = amax / 127 of its 32-value block) and then moves by d, so the
+// quantized rows differ by sqrt(e * c) relative, c = E|x| d / E x^2: c ~ 1/50 for Gaussian-like
+// rows, up to ~1/15 for the heavy-tailed rows of random synthetic weights. Each later
+// quantization takes the previous difference as its e: fp32 order (e ~ 1e-6) gives ~1e-4 after
+// one quantization, ~2e-3 after two, and the chain converges to the fixed point e* = c, i.e.
+// 2e-2 .. 7e-2, within two or three blocks whatever the depth (measured on the H200 at
+// 2026-11-30: 4-layer synthetic slices of every recipe reach 1e-2 .. 7e-2 by block 1; the
+// gpu_geom q8_0 oracle model 9.5e-3). The bound sits above that fixed point: a wrong op (rel ~1)
+// or a dropped block term fails; a small wrong term is left to the f32 whole step (1e-4) and the
+// kernel cases (1e-5), which see the same kernels without quantization noise.
+constexpr double kQuantStageRelTol = 1e-1;
+// A routing flip: the two sides' router logits put a different expert among the top k at a row.
+// The router logits are themselves a compared stage (within the bound above), and the GPU's
+// top-k of its own logits is a kernel case (router_topk, ids exact), so a flip with both in
+// bound is the noise above crossing a near-tie: it is reported with its probability gap, never
+// failed. After a flip the two sides run different experts at that row: its experts stage and
+// everything after it in that block, and every later block (and the head) at that row and at
+// later rows (their mixers read the diverged row's state), are not compared; the flip and the
+// skipped count are reported.
 // The verify-window check compares the GPU with itself: the same kernels on the same rows, so
 // only a T-dependent summation split could differ (fp32 reordering, ~1e-6).
 constexpr double kVerifyRelTol = 1e-5;
@@ -195,7 +189,7 @@ struct BlockReport {
   double worst_rel = 0.0;
   int64_t worst_pos = -1;
   std::string first_bad;
-  int flips = 0;             // routing flips within kRoutingFlipRelGap at this block
+  int flips = 0;             // routing flips at this block
   std::string first_flip;
 };
 
@@ -284,15 +278,9 @@ Status stage_cases(ModelCase& mc, Reporter& rep, int n_prompt) {
                                        c.n_expert_used);
         if (!flip) continue;
         const std::string text = flip->text(pos + t, key.second);
-        if (flip->rel_gap > kRoutingFlipRelGap) {
-          const std::string msg = fmt::format("{} (beyond {:.0e}: not a near-tie)", text, kRoutingFlipRelGap);
-          if (br.first_bad.empty()) br.first_bad = msg;
-          if (first_bad.empty()) first_bad = msg;
-        } else {
-          ++flips;
-          if (br.flips++ == 0) br.first_flip = text;
-        }
-        // Either way the two sides now run different experts: stop comparing what follows.
+        ++flips;
+        if (br.flips++ == 0) br.first_flip = text;
+        // The two sides now run different experts: stop comparing what follows.
         stop[static_cast<size_t>(t)] = std::min(stop[static_cast<size_t>(t)], index.flipped_row(key.second));
         for (int later = t + 1; later < T; ++later)
           stop[static_cast<size_t>(later)] = std::min(stop[static_cast<size_t>(later)], index.later_row(key.second));
@@ -312,8 +300,7 @@ Status stage_cases(ModelCase& mc, Reporter& rep, int n_prompt) {
     r.status = br.first_bad.empty() ? "OK" : "FAIL";
     r.detail = fmt::format("worst {} rel={:.1e} at pos {} (bound {:.0e})", br.worst_stage, br.worst_rel, br.worst_pos,
                            mc.stage_tol);
-    if (br.flips > 0) r.detail += fmt::format("; {} routing flip(s) within {:.0e}, first: {}", br.flips,
-                                              kRoutingFlipRelGap, br.first_flip);
+    if (br.flips > 0) r.detail += fmt::format("; {} routing flip(s), first: {}", br.flips, br.first_flip);
     if (!br.first_bad.empty()) r.detail += "; first beyond bound: " + br.first_bad;
     r.metrics = {{"worst_rel", br.worst_rel}, {"worst_stage", br.worst_stage}, {"bound", mc.stage_tol},
                  {"routing_flips", br.flips}};
@@ -328,7 +315,7 @@ Status stage_cases(ModelCase& mc, Reporter& rep, int n_prompt) {
                                              mc.stage_tol, worst)
                                : "first beyond bound: " + first_bad;
   if (flips > 0)
-    r.detail += fmt::format("; {} routing flip(s) at near-ties, {} (stage, row) comparisons after them skipped", flips,
+    r.detail += fmt::format("; {} routing flip(s), {} (stage, row) comparisons after them skipped", flips,
                             skipped);
   r.metrics = {{"worst_rel", worst}, {"bound", mc.stage_tol}, {"routing_flips", flips}, {"skipped", skipped}};
   rep.add(std::move(r));
@@ -514,11 +501,15 @@ Status synth_slice_cases(const ParityOptions& opt, Reporter& rep) {
 
 }  // namespace
 
+// The MTP head's cases (parity_decoder_mtp.cpp).
+Status run_decoder_mtp_cases(const ParityOptions& opt, Reporter& rep);
+
 Status run_decoder_cases(const ParityOptions& opt, Reporter& rep) {
   for (const std::string& path : opt.models) {
     const std::string label = std::filesystem::path(path).filename().string();
     STRATA_TRY(model_cases(opt, rep, path, label, kPromptTokens, /*full=*/true));
   }
+  STRATA_TRY(run_decoder_mtp_cases(opt, rep));
   if (opt.synth_slices) STRATA_TRY(synth_slice_cases(opt, rep));
   return Status::ok_status();
 }

@@ -5,6 +5,13 @@
 //   gdn_recurrent(..)   against reference::l2_norm / sigmoid / softplus and reference::gdn_recurrent
 //                       from a random non-zero state, in place and out of place (out and state)
 //   gdn_gated_norm(..)  against reference::rms_norm_gated per (row, head)
+//   gdn_recurrent(.., keep)  b and a as the slices of one [T, 2 * n_v_heads] output (the
+//                       concatenated beta|alpha projection), with b_keep/a_keep: out and state as
+//                       above, and the kept rows equal to the b/a columns bit for bit
+//   gdn_conv_recurrent(..)  the fused conv + recurrence of the decoder: bit-equal to gdn_conv then
+//                       gdn_recurrent (out, state, c, history, kept b/a) and against the reference
+//   gdn_gated_norm(.., q8_1)  z as a slice of the m|z output, and the fused q8_1 rows: f32 as
+//                       above, the q8_1 bytes equal to quantize_q8_1 of the y the launch wrote
 // With opt.bench each case is timed (a CUDA graph of launches, median of opt.bench_reps); the
 // recurrent cases also report the state's GB/s (bytes read + written per launch / time), the
 // states cycling through copies several times the L2 so that they come from DRAM.
@@ -22,6 +29,7 @@
 #include "strata/reference/gdn.h"
 #include "strata/reference/ops.h"
 #include "strata/reference/thread_pool.h"
+#include "strata/cuda/quantize.h"
 
 namespace strata::cuda {
 namespace {
@@ -200,45 +208,13 @@ Result<double> bench_recurrent(const GdnDims& d, const DeviceBuffer& dc, const D
   });
 }
 
-Status run_recurrent_case(const ParityOptions& opt, Reporter& rep, reference::ThreadPool& pool, const Geometry& g,
-                          int T, bool in_place) {
-  const GdnDims d = dims_of(g);
+// The reference of gdn_recurrent: split c, l2-normalise q and k per key head, the gates from b/a
+// (row t at t * ba_stride), then the recurrent rule; state is advanced in place.
+void reference_recurrent(const GdnDims& d, const std::vector<float>& c, const float* b, const float* a,
+                         int64_t ba_stride, const std::vector<float>& ssm_a, const std::vector<float>& dt_bias, int T,
+                         std::vector<float>& state, std::vector<float>& out, reference::ThreadPool& pool) {
   const int64_t nk = d.n_k_heads, nv = d.n_v_heads, D = d.head_dim, C = d.conv_dim();
   const int64_t key_dim = nk * D, value_dim = nv * D;
-  const int64_t ba_stride = nv + 3;  // b and a as columns of a wider projection output
-  CaseResult r;
-  r.op = "gdn_recurrent";
-  r.line = fmt::format("gdn_recurrent(T={}, k_heads={}, v_heads={}, d={}, {})", T, nk, nv, D,
-                       in_place ? "in-place" : "out-of-place");
-  r.params = {{"T", T}, {"k_heads", nk}, {"v_heads", nv}, {"d", D}, {"in_place", in_place}};
-  if (!rep.wanted(r.line)) return Status::ok_status();
-  const uint64_t seed = case_seed(opt.seed, r.line);
-
-  const std::vector<float> c = random_normal(seed, static_cast<size_t>(C * T));
-  const std::vector<float> b = random_normal(seed + 1, static_cast<size_t>(ba_stride * T));
-  const std::vector<float> a = random_normal(seed + 2, static_cast<size_t>(ba_stride * T));
-  std::vector<float> ssm_a = random_normal(seed + 3, static_cast<size_t>(nv), 0.5f);
-  for (float& v : ssm_a) v = -std::exp(v);  // A = -exp(A_log), as stored
-  const std::vector<float> dt_bias = random_normal(seed + 4, static_cast<size_t>(nv), 0.5f);
-  const std::vector<float> state0 = random_normal(seed + 5, static_cast<size_t>(nv * D * D), 0.5f);
-
-  DeviceBuffer dc, db, da, dA, ddt, dstate_in, dstate_out, dout;
-  STRATA_TRY(upload(dc, c));
-  STRATA_TRY(upload(db, b));
-  STRATA_TRY(upload(da, a));
-  STRATA_TRY(upload(dA, ssm_a));
-  STRATA_TRY(upload(ddt, dt_bias));
-  STRATA_TRY(upload(dstate_in, state0));
-  if (!in_place) STRATA_TRY(alloc_poisoned(dstate_out, state0.size()));
-  STRATA_TRY(alloc_poisoned(dout, static_cast<size_t>(value_dim * T)));
-  float* state_out = in_place ? dstate_in.get<float>() : dstate_out.get<float>();
-  STRATA_TRY(gdn_recurrent(d, dc.get<float>(), db.get<float>(), da.get<float>(), ba_stride, dA.get<float>(),
-                           ddt.get<float>(), dstate_in.get<float>(), state_out, T, dout.get<float>(), nullptr));
-  std::vector<float> got_out, got_state, kept_in;
-  STRATA_TRY(download_synced(got_out, dout, static_cast<size_t>(value_dim * T)));
-  STRATA_TRY(download_synced(got_state, in_place ? dstate_in : dstate_out, state0.size()));
-  if (!in_place) STRATA_TRY(download_synced(kept_in, dstate_in, state0.size()));
-
   // Reference: split, l2-normalise q and k per key head, the gates, then the recurrent rule.
   std::vector<float> q(static_cast<size_t>(key_dim * T)), k(q.size()), v(static_cast<size_t>(value_dim * T));
   for (int64_t t = 0; t < T; ++t) {
@@ -257,16 +233,84 @@ Status run_recurrent_case(const ParityOptions& opt, Reporter& rep, reference::Th
       beta[t * nv + h] = reference::sigmoid(b[t * ba_stride + h]);
       gate[t * nv + h] = ssm_a[h] * reference::softplus(a[t * ba_stride + h] + dt_bias[h]);
     }
-  std::vector<float> want_state = state0, want_out(static_cast<size_t>(value_dim * T));
+  out.assign(static_cast<size_t>(value_dim * T), 0.0f);
   reference::gdn_recurrent(reference::GdnShape{nk, nv, D}, q.data(), k.data(), v.data(), gate.data(), beta.data(), T,
-                           want_state.data(), want_out.data(), pool);
+                           state.data(), out.data(), pool);
+}
+
+// keep: b and a as the two halves of one [T, 2 * n_v_heads] output (b at column 0, a at column
+// n_v_heads, the concatenated beta|alpha layout) and copied to b_keep/a_keep by the kernel.
+Status run_recurrent_case(const ParityOptions& opt, Reporter& rep, reference::ThreadPool& pool, const Geometry& g,
+                          int T, bool in_place, bool keep = false) {
+  const GdnDims d = dims_of(g);
+  const int64_t nk = d.n_k_heads, nv = d.n_v_heads, D = d.head_dim, C = d.conv_dim();
+  const int64_t value_dim = nv * D;
+  const int64_t ba_stride = keep ? 2 * nv : nv + 3;  // b and a as columns of a wider projection output
+  CaseResult r;
+  r.op = "gdn_recurrent";
+  r.line = fmt::format("gdn_recurrent(T={}, k_heads={}, v_heads={}, d={}, {}{})", T, nk, nv, D,
+                       in_place ? "in-place" : "out-of-place", keep ? ", keep" : "");
+  r.params = {{"T", T}, {"k_heads", nk}, {"v_heads", nv}, {"d", D}, {"in_place", in_place}, {"keep", keep}};
+  if (!rep.wanted(r.line)) return Status::ok_status();
+  const uint64_t seed = case_seed(opt.seed, r.line);
+
+  const std::vector<float> c = random_normal(seed, static_cast<size_t>(C * T));
+  std::vector<float> b = random_normal(seed + 1, static_cast<size_t>(ba_stride * T));
+  std::vector<float> a = random_normal(seed + 2, static_cast<size_t>(ba_stride * T));
+  if (keep) {
+    // One buffer: a's values are those of the b buffer shifted by n_v_heads columns.
+    a.assign(b.begin() + nv, b.end());
+    a.resize(b.size(), 0.0f);
+  }
+  std::vector<float> ssm_a = random_normal(seed + 3, static_cast<size_t>(nv), 0.5f);
+  for (float& v : ssm_a) v = -std::exp(v);  // A = -exp(A_log), as stored
+  const std::vector<float> dt_bias = random_normal(seed + 4, static_cast<size_t>(nv), 0.5f);
+  const std::vector<float> state0 = random_normal(seed + 5, static_cast<size_t>(nv * D * D), 0.5f);
+
+  DeviceBuffer dc, db, da, dA, ddt, dstate_in, dstate_out, dout, db_keep, da_keep;
+  STRATA_TRY(upload(dc, c));
+  STRATA_TRY(upload(db, b));
+  STRATA_TRY(upload(da, a));
+  const float* b_ptr = db.get<float>();
+  const float* a_ptr = keep ? db.get<float>() + nv : da.get<float>();
+  if (keep) {
+    STRATA_TRY(alloc_poisoned(db_keep, static_cast<size_t>(nv * T)));
+    STRATA_TRY(alloc_poisoned(da_keep, static_cast<size_t>(nv * T)));
+  }
+  STRATA_TRY(upload(dA, ssm_a));
+  STRATA_TRY(upload(ddt, dt_bias));
+  STRATA_TRY(upload(dstate_in, state0));
+  if (!in_place) STRATA_TRY(alloc_poisoned(dstate_out, state0.size()));
+  STRATA_TRY(alloc_poisoned(dout, static_cast<size_t>(value_dim * T)));
+  float* state_out = in_place ? dstate_in.get<float>() : dstate_out.get<float>();
+  STRATA_TRY(gdn_recurrent(d, dc.get<float>(), b_ptr, a_ptr, ba_stride, dA.get<float>(), ddt.get<float>(),
+                           dstate_in.get<float>(), state_out, T, dout.get<float>(), nullptr,
+                           keep ? db_keep.get<float>() : nullptr, keep ? da_keep.get<float>() : nullptr));
+  std::vector<float> got_out, got_state, kept_in;
+  STRATA_TRY(download_synced(got_out, dout, static_cast<size_t>(value_dim * T)));
+  STRATA_TRY(download_synced(got_state, in_place ? dstate_in : dstate_out, state0.size()));
+  if (!in_place) STRATA_TRY(download_synced(kept_in, dstate_in, state0.size()));
+
+  std::vector<float> want_state = state0, want_out;
+  reference_recurrent(d, c, b.data(), a.data(), ba_stride, ssm_a, dt_bias, T, want_state, want_out, pool);
 
   const Diff dout_diff = diff(got_out.data(), want_out.data(), want_out.size());
   const Diff dstate_diff = diff(got_state.data(), want_state.data(), want_state.size());
   const bool in_kept = in_place || std::memcmp(kept_in.data(), state0.data(), state0.size() * sizeof(float)) == 0;
-  const bool ok = within(dout_diff) && within(dstate_diff) && in_kept;
+  bool ba_kept = true;
+  if (keep) {
+    std::vector<float> got_b, got_a;
+    STRATA_TRY(download_synced(got_b, db_keep, static_cast<size_t>(nv * T)));
+    STRATA_TRY(download_synced(got_a, da_keep, static_cast<size_t>(nv * T)));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < nv; ++h)
+        ba_kept = ba_kept && std::memcmp(&got_b[t * nv + h], &b[t * ba_stride + h], sizeof(float)) == 0 &&
+                  std::memcmp(&got_a[t * nv + h], &a[t * ba_stride + h], sizeof(float)) == 0;
+  }
+  const bool ok = within(dout_diff) && within(dstate_diff) && in_kept && ba_kept;
   r.status = ok ? "OK" : "FAIL";
-  r.detail = diff_text("out", dout_diff) + "; " + diff_text("state", dstate_diff) + (in_kept ? "" : "; state_in was modified");
+  r.detail = diff_text("out", dout_diff) + "; " + diff_text("state", dstate_diff) + (in_kept ? "" : "; state_in was modified") +
+             (ba_kept ? "" : "; b_keep/a_keep differ from b/a");
   r.metrics = {{"rel", dout_diff.rel}, {"max_abs", dout_diff.max_abs}, {"state_rel", dstate_diff.rel},
                {"state_max_abs", dstate_diff.max_abs}};
   if (ok && opt.bench) {
@@ -282,16 +326,128 @@ Status run_recurrent_case(const ParityOptions& opt, Reporter& rep, reference::Th
   return Status::ok_status();
 }
 
+// ---- gdn_conv_recurrent -----------------------------------------------------------------------------
+
+// The decoder's fused step: m as the slice of the m|z output (stride conv_dim + inner), b/a as the
+// halves of the beta|alpha output, b_keep/a_keep set, a mid-sequence history. Against the separate
+// gdn_conv + gdn_recurrent launches on the same inputs: out, state, c, the history and the kept b/a
+// equal bit for bit (the same per-channel and per-slice code, so any difference is a bug of the
+// fusion, e.g. a missing or duplicated writer of c); and out/state against the reference (conv by
+// reference::causal_conv_silu, then the recurrence) within kGdnRelTol.
+Status run_conv_recurrent_case(const ParityOptions& opt, Reporter& rep, reference::ThreadPool& pool,
+                               const Geometry& g, int T) {
+  const GdnDims d = dims_of(g);
+  const int K = d.conv_kernel;
+  const int64_t nv = d.n_v_heads, D = d.head_dim, C = d.conv_dim(), value_dim = nv * D;
+  const int64_t m_stride = C + value_dim, ba_stride = 2 * nv;
+  CaseResult r;
+  r.op = "gdn_conv_recurrent";
+  r.line = fmt::format("gdn_conv_recurrent(T={}, k_heads={}, v_heads={}, d={}, K={})", T, d.n_k_heads, nv, D, K);
+  r.params = {{"T", T}, {"k_heads", d.n_k_heads}, {"v_heads", nv}, {"d", D}, {"K", K}};
+  if (!rep.wanted(r.line)) return Status::ok_status();
+  const uint64_t seed = case_seed(opt.seed, r.line);
+
+  const std::vector<float> w = random_normal(seed, static_cast<size_t>(C * K), 0.5f);
+  const std::vector<float> hist0 = random_normal(seed + 1, static_cast<size_t>(C * (K - 1)));
+  const std::vector<float> m = random_normal(seed + 2, static_cast<size_t>(m_stride * T));
+  const std::vector<float> ba = random_normal(seed + 3, static_cast<size_t>(ba_stride * T));
+  std::vector<float> ssm_a = random_normal(seed + 4, static_cast<size_t>(nv), 0.5f);
+  for (float& v : ssm_a) v = -std::exp(v);
+  const std::vector<float> dt_bias = random_normal(seed + 5, static_cast<size_t>(nv), 0.5f);
+  const std::vector<float> state0 = random_normal(seed + 6, static_cast<size_t>(nv * D * D), 0.5f);
+
+  // Two copies of everything a launch writes: [0] the separate kernels, [1] the fused one.
+  DeviceBuffer dw, dm, dba, dA, ddt, dstate_in, hist[2], c[2], state[2], out[2], keep_b, keep_a;
+  STRATA_TRY(upload(dw, w));
+  STRATA_TRY(upload(dm, m));
+  STRATA_TRY(upload(dba, ba));
+  STRATA_TRY(upload(dA, ssm_a));
+  STRATA_TRY(upload(ddt, dt_bias));
+  STRATA_TRY(upload(dstate_in, state0));
+  const size_t hist_n = static_cast<size_t>(C * (K - 1 + kMaxWindowRows));
+  for (int i = 0; i < 2; ++i) {
+    STRATA_TRY(alloc_poisoned(hist[i], hist_n));
+    STRATA_TRY(upload_into(hist[i], hist0));
+    STRATA_TRY(alloc_poisoned(c[i], static_cast<size_t>(C * kMaxWindowRows)));
+    STRATA_TRY(alloc_poisoned(state[i], state0.size()));
+    STRATA_TRY(alloc_poisoned(out[i], static_cast<size_t>(value_dim * T)));
+  }
+  STRATA_TRY(alloc_poisoned(keep_b, static_cast<size_t>(nv * T)));
+  STRATA_TRY(alloc_poisoned(keep_a, static_cast<size_t>(nv * T)));
+  const float* b_dev = dba.get<float>();
+  const float* a_dev = dba.get<float>() + nv;
+  STRATA_TRY(gdn_conv(d, dm.get<float>(), m_stride, dw.get<float>(), hist[0].get<float>(), T, c[0].get<float>(), nullptr));
+  STRATA_TRY(gdn_recurrent(d, c[0].get<float>(), b_dev, a_dev, ba_stride, dA.get<float>(), ddt.get<float>(),
+                           dstate_in.get<float>(), state[0].get<float>(), T, out[0].get<float>(), nullptr));
+  STRATA_TRY(gdn_conv_recurrent(d, dm.get<float>(), m_stride, dw.get<float>(), hist[1].get<float>(), c[1].get<float>(),
+                                b_dev, a_dev, ba_stride, dA.get<float>(), ddt.get<float>(), dstate_in.get<float>(),
+                                state[1].get<float>(), T, out[1].get<float>(), nullptr, keep_b.get<float>(),
+                                keep_a.get<float>()));
+  std::vector<float> got[2][4];  // out, state, c, hist
+  for (int i = 0; i < 2; ++i) {
+    STRATA_TRY(download_synced(got[i][0], out[i], static_cast<size_t>(value_dim * T)));
+    STRATA_TRY(download_synced(got[i][1], state[i], state0.size()));
+    STRATA_TRY(download_synced(got[i][2], c[i], static_cast<size_t>(C * T)));
+    STRATA_TRY(download_synced(got[i][3], hist[i], static_cast<size_t>(C * (K - 1 + T))));
+  }
+  std::vector<float> got_b, got_a;
+  STRATA_TRY(download_synced(got_b, keep_b, static_cast<size_t>(nv * T)));
+  STRATA_TRY(download_synced(got_a, keep_a, static_cast<size_t>(nv * T)));
+
+  std::string mismatch;
+  const char* names[4] = {"out", "state", "c", "history"};
+  for (int j = 0; j < 4; ++j)
+    if (std::memcmp(got[0][j].data(), got[1][j].data(), got[0][j].size() * sizeof(float)) != 0)
+      mismatch += fmt::format(" {}", names[j]);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < nv; ++h)
+      if (std::memcmp(&got_b[t * nv + h], &ba[t * ba_stride + h], sizeof(float)) != 0 ||
+          std::memcmp(&got_a[t * nv + h], &ba[t * ba_stride + nv + h], sizeof(float)) != 0) {
+        if (mismatch.find("kept b/a") == std::string::npos) mismatch += " kept b/a";
+      }
+
+  // Reference: the conv over [history; m rows], then the recurrence.
+  std::vector<float> x(static_cast<size_t>(C * T)), want_c(x.size());
+  for (int t = 0; t < T; ++t) std::copy_n(m.data() + t * m_stride, C, x.data() + t * C);
+  std::vector<float> ref_hist = hist0;
+  reference::causal_conv_silu(w.data(), C, K, 1, ref_hist, x.data(), T, want_c.data());
+  std::vector<float> want_state = state0, want_out;
+  reference_recurrent(d, want_c, ba.data(), ba.data() + nv, ba_stride, ssm_a, dt_bias, T, want_state, want_out, pool);
+  const Diff dout = diff(got[1][0].data(), want_out.data(), want_out.size());
+  const Diff dstate = diff(got[1][1].data(), want_state.data(), want_state.size());
+  const bool ok = mismatch.empty() && within(dout) && within(dstate);
+  r.status = ok ? "OK" : "FAIL";
+  r.detail = diff_text("out", dout) + "; " + diff_text("state", dstate) +
+             (mismatch.empty() ? "; equal to gdn_conv + gdn_recurrent" : "; differs from the separate kernels in" + mismatch);
+  r.metrics = {{"rel", dout.rel}, {"state_rel", dstate.rel}, {"exact", mismatch.empty()}};
+  if (ok && opt.bench) {
+    // Repeatable: it reads history rows 0..K-2 and state_in, and writes other buffers.
+    auto ms = median_launch_ms(64, opt.bench_reps, [&](int, cudaStream_t s) {
+      return gdn_conv_recurrent(d, dm.get<float>(), m_stride, dw.get<float>(), hist[1].get<float>(), c[1].get<float>(),
+                                b_dev, a_dev, ba_stride, dA.get<float>(), ddt.get<float>(), dstate_in.get<float>(),
+                                state[1].get<float>(), T, out[1].get<float>(), s, keep_b.get<float>(), keep_a.get<float>());
+    });
+    if (!ms) return ms.status();
+    r.metrics["ms"] = *ms;
+    r.detail += fmt::format(" ({:.2f} us)", 1e3 * *ms);
+  }
+  rep.add(std::move(r));
+  return Status::ok_status();
+}
+
 // ---- gdn_gated_norm --------------------------------------------------------------------------------
 
-Status run_gated_norm_case(const ParityOptions& opt, Reporter& rep, const Geometry& g, int T) {
+// q8: z as the slice of the concatenated m|z output (stride conv_dim + inner, offset conv_dim),
+// and the fused q8_1 output checked against quantize_q8_1 of the y the same launch wrote.
+Status run_gated_norm_case(const ParityOptions& opt, Reporter& rep, const Geometry& g, int T, bool q8 = false) {
   const GdnDims d = dims_of(g);
   const int64_t nv = d.n_v_heads, D = d.head_dim, value_dim = nv * D;
-  const int64_t z_stride = value_dim + 32;  // z as a slice of a wider projection output
+  const int64_t z_offset = q8 ? d.conv_dim() : 0;
+  const int64_t z_stride = q8 ? d.conv_dim() + value_dim : value_dim + 32;  // z as a slice of a wider output
   CaseResult r;
   r.op = "gdn_gated_norm";
-  r.line = fmt::format("gdn_gated_norm(T={}, v_heads={}, d={})", T, nv, D);
-  r.params = {{"T", T}, {"v_heads", nv}, {"d", D}};
+  r.line = fmt::format("gdn_gated_norm(T={}, v_heads={}, d={}{})", T, nv, D, q8 ? ", q8_1" : "");
+  r.params = {{"T", T}, {"v_heads", nv}, {"d", D}, {"q8_1", q8}};
   if (!rep.wanted(r.line)) return Status::ok_status();
   const uint64_t seed = case_seed(opt.seed, r.line);
 
@@ -304,25 +460,51 @@ Status run_gated_norm_case(const ParityOptions& opt, Reporter& rep, const Geomet
   STRATA_TRY(upload(dz, z));
   STRATA_TRY(upload(dw, w));
   STRATA_TRY(alloc_poisoned(dy, o.size()));
-  STRATA_TRY(gdn_gated_norm(d, dO.get<float>(), dz.get<float>(), z_stride, dw.get<float>(), T, dy.get<float>(), nullptr));
+  const int64_t q8_stride = (value_dim / 32 * 36 + 15) / 16 * 16;
+  DeviceBuffer dq8, dq8_want;
+  if (q8) {
+    STRATA_TRY(alloc_filled(dq8, static_cast<size_t>(q8_stride * T), 0xA5));
+    STRATA_TRY(alloc_filled(dq8_want, static_cast<size_t>(q8_stride * T), 0xA5));
+  }
+  const float* z_dev = dz.get<float>() + z_offset;
+  STRATA_TRY(gdn_gated_norm(d, dO.get<float>(), z_dev, z_stride, dw.get<float>(), T, dy.get<float>(), nullptr,
+                            q8 ? dq8.get() : nullptr, q8_stride));
   std::vector<float> got;
   STRATA_TRY(download_synced(got, dy, o.size()));
+  bool q8_equal = true;
+  std::string q8_note;
+  if (q8) {
+    STRATA_TRY(quantize_q8_1(dy.get<float>(), value_dim, value_dim, T, dq8_want.get(), q8_stride, nullptr));
+    std::vector<uint8_t> got_q8, want_q8;
+    STRATA_TRY(download_synced(got_q8, dq8, static_cast<size_t>(q8_stride * T)));
+    STRATA_TRY(download_synced(want_q8, dq8_want, static_cast<size_t>(q8_stride * T)));
+    q8_equal = got_q8 == want_q8;
+    if (!q8_equal) {
+      size_t at = 0;
+      while (at < got_q8.size() && got_q8[at] == want_q8[at]) ++at;
+      q8_note = fmt::format("; q8_1 differs from quantize_q8_1(y) at byte {} (row {})", at, at / q8_stride);
+    } else {
+      q8_note = "; q8_1 bytes equal";
+    }
+  }
 
   std::vector<float> want(o.size());
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < nv; ++h) {
       const int64_t off = t * value_dim + h * D;
       reference::rms_norm_gated({o.data() + off, static_cast<size_t>(D)},
-                                {z.data() + t * z_stride + h * D, static_cast<size_t>(D)}, w, d.eps,
+                                {z.data() + z_offset + t * z_stride + h * D, static_cast<size_t>(D)}, w, d.eps,
                                 {want.data() + off, static_cast<size_t>(D)});
     }
   const Diff df = diff(got.data(), want.data(), want.size());
-  r.status = within(df) ? "OK" : "FAIL";
-  r.detail = df.text();
-  r.metrics = {{"rel", df.rel}, {"max_abs", df.max_abs}};
-  if (within(df) && opt.bench) {
+  const bool ok = within(df) && q8_equal;
+  r.status = ok ? "OK" : "FAIL";
+  r.detail = df.text() + q8_note;
+  r.metrics = {{"rel", df.rel}, {"max_abs", df.max_abs}, {"q8_equal", q8_equal}};
+  if (ok && opt.bench) {
     auto ms = median_launch_ms(64, opt.bench_reps, [&](int, cudaStream_t s) {
-      return gdn_gated_norm(d, dO.get<float>(), dz.get<float>(), z_stride, dw.get<float>(), T, dy.get<float>(), s);
+      return gdn_gated_norm(d, dO.get<float>(), z_dev, z_stride, dw.get<float>(), T, dy.get<float>(), s,
+                            q8 ? dq8.get() : nullptr, q8_stride);
     });
     if (!ms) return ms.status();
     r.metrics["ms"] = *ms;
@@ -352,6 +534,15 @@ Status run_gdn_cases(const ParityOptions& opt, Reporter& rep) {
 
   for (const Geometry& g : {released, small, odd})
     for (int T : windows) STRATA_TRY(run_gated_norm_case(opt, rep, g, T));
+
+  // The fused paths of the decoder's GDN step, T = 1..8: b/a from the concatenated beta|alpha
+  // output with the kept copies, and the gated norm reading z from m|z and writing q8_1.
+  for (const Geometry& g : {released, small, mid})
+    for (int T = 1; T <= kMaxWindowRows; ++T) {
+      STRATA_TRY(run_recurrent_case(opt, rep, pool, g, T, /*in_place=*/T == 1, /*keep=*/true));
+      STRATA_TRY(run_gated_norm_case(opt, rep, g, T, /*q8=*/true));
+      STRATA_TRY(run_conv_recurrent_case(opt, rep, pool, g, T));
+    }
   return Status::ok_status();
 }
 

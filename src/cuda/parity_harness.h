@@ -215,10 +215,17 @@ class Reporter {
   // True when the case runs; it then becomes the case in flight (named if the harness stops).
   bool wanted(const std::string& line) {
     if (!opt_.filter.empty() && line.find(opt_.filter) == std::string::npos) return false;
+    if (opt_.shard_count > 1 && shard_of(line) != opt_.shard_index) return false;
     current_ = line;
     return true;
   }
   const std::string& current() const { return current_; }
+  // FNV-1a of the case line: the shard a case belongs to depends on its line only.
+  int shard_of(const std::string& line) const {
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : line) h = (h ^ c) * 1099511628211ull;
+    return static_cast<int>(h % static_cast<uint64_t>(opt_.shard_count));
+  }
 
   void add(CaseResult r) {
     std::string text = fmt::format("{}: {}", r.line, r.status);

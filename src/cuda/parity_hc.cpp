@@ -2,7 +2,12 @@
 // src/reference/hc.cpp: reference::grouped_rms_norm, silu / sigmoid of reference/ops.h and
 // reference::hc_combine, at the released geometry (S=4, H=2560, rank 320), a tiny one (S=2, H=64,
 // rank 16) and an odd one (S=3, H=37, rank 19: the scalar norm path), T in {1, 2, 4, 8}.
+// The fused pair (hc_pre, hc_post) runs against reference::hc_mix itself (weights wrapped as
+// model::Tensor) at the released geometry (S=4, H=2560, rank 320) and a small one (S=4, H=96,
+// rank 32), T = 1..8, F32 / F16 / BF16 weights, with and without inject, and with the previous
+// combine folded into hc_pre; hc_combine_into (the out-of-place combine) bit for bit.
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -10,8 +15,12 @@
 #include <fmt/format.h>
 
 #include "hc.h"
+#include "linear.h"
 #include "parity_harness.h"
+#include "strata/cuda/quantize.h"
+#include "strata/quant/quantize.h"
 #include "strata/reference/hc.h"
+#include "strata/reference/matmul.h"
 #include "strata/reference/ops.h"
 
 namespace strata::cuda {
@@ -146,6 +155,35 @@ Status hc_combine_case(const ParityOptions& opt, Reporter& rep, const HcGeometry
   return check_output(opt, rep, make_case("hc_combine", line, {{"T", T}, {"S", g.S}, {"H", g.H}}), launch, dx, want, kExactTol);
 }
 
+// The out-of-place combine: out = x + alpha (x) y, bit for bit as reference::hc_combine; x untouched.
+Status hc_combine_into_case(const ParityOptions& opt, Reporter& rep, const HcGeometry& g, int T) {
+  const std::string line = fmt::format("hc_combine_into(T={}, S={}, H={})", T, g.S, g.H);
+  if (!rep.wanted(line)) return Status::ok_status();
+  const uint64_t seed = case_seed(opt.seed, line);
+  const size_t n = static_cast<size_t>(T) * g.S * g.H;
+  const std::vector<float> x = random_normal(seed, n), y = random_normal(seed + 1, static_cast<size_t>(T) * g.H);
+  std::vector<float> alpha = random_normal(seed + 2, static_cast<size_t>(T) * g.S, 0.3f);
+  for (float& v : alpha) v += 1.0f;
+  std::vector<float> want(x);
+  reference::hc_combine(want, y, alpha, g.S, g.H, T);
+  want.insert(want.end(), x.begin(), x.end());  // and x as it was
+  DeviceBuffer dx, dy, da, dout;
+  STRATA_TRY(upload(dx, x));
+  STRATA_TRY(upload(dy, y));
+  STRATA_TRY(upload(da, alpha));
+  STRATA_TRY(alloc_poisoned(dout, n));
+  const auto launch = [&] {
+    return hc_combine_into(dx.get<float>(), dy.get<float>(), da.get<float>(), T, g.S, g.H, dout.get<float>(), nullptr);
+  };
+  STRATA_TRY(launch());
+  std::vector<float> got, x_after;
+  STRATA_TRY(download_synced(got, dout, n));
+  STRATA_TRY(download_synced(x_after, dx, n));
+  got.insert(got.end(), x_after.begin(), x_after.end());
+  return finish(opt, rep, make_case("hc_combine_into", line, {{"T", T}, {"S", g.S}, {"H", g.H}}),
+                diff(got.data(), want.data(), want.size()), kExactTol, launch);
+}
+
 Status hc_broadcast_case(const ParityOptions& opt, Reporter& rep, const HcGeometry& g, int T) {
   const std::string line = fmt::format("hc_broadcast(T={}, S={}, H={})", T, g.S, g.H);
   if (!rep.wanted(line)) return Status::ok_status();
@@ -177,6 +215,260 @@ Status add_inplace_case(const ParityOptions& opt, Reporter& rep, int64_t n) {
   return check_output(opt, rep, make_case("add_inplace", line, {{"n", n}}), launch, dy, want, kExactTol);
 }
 
+// ---- the fused pair: hc_pre and hc_post ----------------------------------------------------------
+
+constexpr HcGeometry kFusedGeometries[] = {{4, 2560, 320}, {4, 96, 32}};
+
+// A random float matrix (F32 / F16 / BF16) on the host, as the reference's model::Tensor, and on
+// the device, as the kernels' DTensor. Not movable: tensor points into bytes.
+struct HostMatrix {
+  std::vector<uint8_t> bytes;
+  model::Tensor tensor;
+  DeviceBuffer dev;
+  DTensor view() const {
+    DTensor d;
+    d.type = tensor.type;
+    d.data = dev.get();
+    d.rows = tensor.rows();
+    d.cols = tensor.cols();
+    d.row_bytes = static_cast<int64_t>(tensor.row_bytes);
+    return d;
+  }
+};
+
+// Entries of scale ~ 2 / sqrt(cols), so every dot product stays O(1).
+Status make_matrix(quant::Type type, int64_t rows, int64_t cols, uint64_t seed, HostMatrix& m) {
+  const auto info = *quant::type_info(type);
+  const int64_t row_bytes = cols / info.block_size * info.type_size;
+  m.bytes.assign(static_cast<size_t>(rows * row_bytes), 0);
+  STRATA_TRY(quant::fill_random_blocks(type, seed, m.bytes.data(), rows * cols / info.block_size,
+                                       2.0f / std::sqrt(static_cast<float>(cols))));
+  m.tensor.type = type;
+  m.tensor.ne = {cols, rows, 1, 1};
+  m.tensor.data = m.bytes.data();
+  m.tensor.row_bytes = static_cast<uint64_t>(row_bytes);
+  m.tensor.f32 = type == quant::Type::F32 ? reinterpret_cast<const float*>(m.bytes.data()) : nullptr;
+  return upload(m.dev, m.bytes);
+}
+
+// The worse of two comparisons (each part of an output judged on its own scale).
+Diff worse(const Diff& a, const Diff& b) {
+  Diff d;
+  d.rel = std::max(a.rel, b.rel);
+  d.max_abs = std::max(a.max_abs, b.max_abs);
+  d.finite = a.finite && b.finite;
+  return d;
+}
+
+// One site: inputs, the reference's values and the device buffers of both kernels.
+struct FusedSite {
+  int T = 1;
+  HcGeometry g{};
+  bool fold = false;
+  std::vector<float> x, norm;  // x: the X the mix takes (after the folded combine)
+  std::vector<float> x_prev, y, alpha_prev;  // fold: x = x_prev + alpha_prev (x) y
+  HostMatrix down, up, inject;
+  model::Tensor norm_tensor;
+  // Reference values.
+  std::vector<float> r, alpha, inv_rms, u;
+  // Device.
+  DeviceBuffer dx, dnorm, dr, dalpha, dinv, du, dq8, dq8_want;
+  DeviceBuffer dy, dalpha_prev, dx_out;  // fold: dx holds x_prev
+  int64_t q8_stride = 0;
+};
+
+// reference::grouped_rms_norm's statistic (ops.cpp keeps it internal): the sum of squares in
+// double, the mean rounded to float, then 1 / sqrt(mean + eps) in float.
+float reference_inv_rms(const float* x, int64_t n, float eps) {
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float mean = static_cast<float>(ss / static_cast<double>(n));
+  return 1.0f / std::sqrt(mean + eps);
+}
+
+Status make_fused_site(const std::string& line, uint64_t run_seed, const HcGeometry& g, int T, quant::Type type,
+                       bool with_inject, bool fold, reference::ThreadPool& pool, FusedSite& f) {
+  const uint64_t seed = case_seed(run_seed, line);
+  const int64_t wide = static_cast<int64_t>(g.S) * g.H;
+  const float eps = 1e-6f, s = static_cast<float>(g.S);
+  f.T = T;
+  f.g = g;
+  f.x = random_normal(seed, static_cast<size_t>(wide * T), 2.0f);
+  for (int t = 0; t < T; ++t)  // streams of different scale: one statistic per stream
+    for (int k = 0; k < g.S; ++k)
+      for (int j = 0; j < g.H; ++j) f.x[(static_cast<size_t>(t) * g.S + k) * g.H + j] *= static_cast<float>(1 + 3 * k);
+  f.fold = fold;
+  if (fold) {  // the X before the combine, the block output and its alpha; x becomes the combined X
+    f.x_prev = f.x;
+    f.y = random_normal(seed + 5, static_cast<size_t>(T) * g.H);
+    f.alpha_prev = random_normal(seed + 6, static_cast<size_t>(T) * g.S, 0.3f);
+    for (float& v : f.alpha_prev) v += 1.0f;
+    reference::hc_combine(f.x, f.y, f.alpha_prev, g.S, g.H, T);
+  }
+  f.norm = norm_weight(seed + 1, static_cast<size_t>(wide));
+  STRATA_TRY(make_matrix(type, g.rank, wide, seed + 2, f.down));
+  STRATA_TRY(make_matrix(type, wide, g.rank, seed + 3, f.up));
+  if (with_inject) STRATA_TRY(make_matrix(type, g.S, wide, seed + 4, f.inject));
+  f.norm_tensor.type = quant::Type::F32;
+  f.norm_tensor.ne = {wide, 1, 1, 1};
+  f.norm_tensor.data = reinterpret_cast<const uint8_t*>(f.norm.data());
+  f.norm_tensor.row_bytes = static_cast<uint64_t>(wide) * sizeof(float);
+  f.norm_tensor.f32 = f.norm.data();
+
+  // r as reference::hc_mix computes it on the way (it returns only u and alpha).
+  std::vector<float> xn(f.x.size());
+  for (int t = 0; t < T; ++t)
+    reference::grouped_rms_norm({f.x.data() + t * wide, static_cast<size_t>(wide)}, f.norm, g.H, eps,
+                                {xn.data() + t * wide, static_cast<size_t>(wide)});
+  f.r = reference::matmul(f.down.tensor, xn, T, pool);
+  for (float& v : f.r) v = reference::silu(v / s);
+  reference::HcWeights w;
+  w.norm = &f.norm_tensor;
+  w.down = &f.down.tensor;
+  w.up = &f.up.tensor;
+  w.inject = with_inject ? &f.inject.tensor : nullptr;
+  reference::HcMix mix = reference::hc_mix(w, g.S, g.H, eps, f.x, T, pool);
+  f.u = std::move(mix.u);
+  f.alpha = std::move(mix.alpha);
+  f.inv_rms.resize(static_cast<size_t>(T) * g.S);
+  for (int t = 0; t < T; ++t)
+    for (int k = 0; k < g.S; ++k)
+      f.inv_rms[static_cast<size_t>(t) * g.S + k] = reference_inv_rms(f.x.data() + t * wide + k * g.H, g.H, eps);
+
+  STRATA_TRY(upload(f.dx, fold ? f.x_prev : f.x));
+  if (fold) {
+    STRATA_TRY(upload(f.dy, f.y));
+    STRATA_TRY(upload(f.dalpha_prev, f.alpha_prev));
+    STRATA_TRY(alloc_poisoned(f.dx_out, f.x.size()));
+  }
+  STRATA_TRY(upload(f.dnorm, f.norm));
+  STRATA_TRY(alloc_poisoned(f.dr, static_cast<size_t>(T) * g.rank));
+  STRATA_TRY(alloc_poisoned(f.dalpha, static_cast<size_t>(T) * g.S));
+  STRATA_TRY(alloc_poisoned(f.dinv, static_cast<size_t>(T) * g.S));
+  STRATA_TRY(alloc_poisoned(f.du, static_cast<size_t>(T) * g.H));
+  f.q8_stride = q8_stride_for(g.H);
+  STRATA_TRY(alloc_filled(f.dq8, static_cast<size_t>(T * f.q8_stride), 0xA5));
+  return alloc_filled(f.dq8_want, static_cast<size_t>(T * f.q8_stride), 0x5A);
+}
+
+HcPreArgs pre_args(const FusedSite& f) {
+  HcPreArgs a;
+  a.x = f.dx.get<float>();
+  a.norm = f.dnorm.get<float>();
+  a.down = f.down.view();
+  if (!f.alpha.empty()) a.inject = f.inject.view();
+  a.T = f.T;
+  a.S = f.g.S;
+  a.H = f.g.H;
+  a.rank = f.g.rank;
+  a.eps = 1e-6f;
+  a.r = f.dr.get<float>();
+  a.alpha = f.dalpha.get<float>();
+  a.inv_rms = f.dinv.get<float>();
+  if (f.fold) {
+    a.y = f.dy.get<float>();
+    a.alpha_prev = f.dalpha_prev.get<float>();
+    a.x_out = f.dx_out.get<float>();
+  }
+  return a;
+}
+
+HcPostArgs post_args(const FusedSite& f) {
+  HcPostArgs a;
+  a.x = f.fold ? f.dx_out.get<float>() : f.dx.get<float>();
+  a.norm = f.dnorm.get<float>();
+  a.inv_rms = f.dinv.get<float>();
+  a.r = f.dr.get<float>();
+  a.up = f.up.view();
+  a.T = f.T;
+  a.S = f.g.S;
+  a.H = f.g.H;
+  a.rank = f.g.rank;
+  a.u = f.du.get<float>();
+  a.u_q8 = f.dq8.get();
+  a.u_q8_stride = f.q8_stride;
+  return a;
+}
+
+// hc_pre: r, alpha (with inject) and inv_rms, each within kHcRelTol of the reference; with the
+// fold, x_out bit-identical to reference::hc_combine.
+// hc_post, fed by that hc_pre as in the decoder: u within kHcRelTol of reference::hc_mix's u, and
+// its q8_1 bytes identical to quantize_q8_1 run on the same device u.
+Status hc_fused_case(const ParityOptions& opt, Reporter& rep, reference::ThreadPool& pool, const HcGeometry& g, int T,
+                     quant::Type type, bool with_inject, bool fold) {
+  const std::string params = fmt::format("T={}, S={}, H={}, rank={}, type={}, inject={}, fold={}", T, g.S, g.H, g.rank,
+                                         type_name(type), with_inject ? 1 : 0, fold ? 1 : 0);
+  const std::string pre_line = "hc_pre(" + params + ")", post_line = "hc_post(" + params + ")";
+  const bool want_pre = rep.wanted(pre_line), want_post = rep.wanted(post_line);
+  if (!want_pre && !want_post) return Status::ok_status();
+  FusedSite f;
+  STRATA_TRY(make_fused_site(pre_line, opt.seed, g, T, type, with_inject, fold, pool, f));
+  const nlohmann::json jp = {{"T", T},           {"S", g.S},           {"H", g.H},   {"rank", g.rank},
+                             {"type", type_name(type)}, {"inject", with_inject}, {"fold", fold}};
+  const HcPreArgs pre = pre_args(f);
+  const HcPostArgs post = post_args(f);
+  const auto launch_pre = [&] { return hc_pre(pre, nullptr); };
+  const auto launch_post = [&] { return hc_post(post, nullptr); };
+  STRATA_TRY(launch_pre());
+  if (want_pre) {
+    std::vector<float> r, alpha, inv;
+    STRATA_TRY(download_synced(r, f.dr, f.r.size()));
+    STRATA_TRY(download_synced(inv, f.dinv, f.inv_rms.size()));
+    Diff d = worse(diff(r.data(), f.r.data(), r.size()), diff(inv.data(), f.inv_rms.data(), inv.size()));
+    if (with_inject) {
+      STRATA_TRY(download_synced(alpha, f.dalpha, f.alpha.size()));
+      d = worse(d, diff(alpha.data(), f.alpha.data(), alpha.size()));
+    }
+    int64_t x_out_differing = 0;
+    if (fold) {
+      std::vector<float> x_out;
+      STRATA_TRY(download_synced(x_out, f.dx_out, f.x.size()));
+      for (size_t i = 0; i < x_out.size(); ++i)
+        if (std::memcmp(&x_out[i], &f.x[i], sizeof(float)) != 0) ++x_out_differing;
+    }
+    rep.wanted(pre_line);  // the case in flight again, should timing fault
+    CaseResult res = make_case("hc_pre", pre_line, jp);
+    const bool ok = judge(res, d, kHcRelTol);
+    if (fold) res.metrics["x_out_differing"] = x_out_differing;
+    if (x_out_differing > 0) {
+      res.status = "FAIL";
+      res.detail += fmt::format(" x_out differs from reference::hc_combine in {} of {} values", x_out_differing, f.x.size());
+    } else if (ok) {
+      STRATA_TRY(add_timing(opt, res, launch_pre));
+    }
+    rep.add(std::move(res));
+  }
+  if (!want_post) return Status::ok_status();
+  rep.wanted(post_line);
+  STRATA_TRY(launch_pre());  // the timing above may have run it again: same values
+  STRATA_TRY(launch_post());
+  std::vector<float> u;
+  STRATA_TRY(download_synced(u, f.du, f.u.size()));
+  STRATA_TRY(quantize_q8_1(f.du.get<float>(), g.H, g.H, T, f.dq8_want.get(), f.q8_stride, nullptr));
+  std::vector<uint8_t> q8, q8_want;
+  STRATA_TRY(download_synced(q8, f.dq8, static_cast<size_t>(T * f.q8_stride)));
+  STRATA_TRY(download_synced(q8_want, f.dq8_want, static_cast<size_t>(T * f.q8_stride)));
+  // Only the q8_1 row's bytes (the stride's padding is neither kernel's).
+  const int64_t row_bytes = q8_1_row_bytes(g.H);
+  int64_t mismatched = 0;
+  for (int t = 0; t < T; ++t)
+    for (int64_t i = 0; i < row_bytes; ++i) {
+      const size_t at = static_cast<size_t>(t * f.q8_stride + i);
+      if (q8[at] != q8_want[at]) ++mismatched;
+    }
+  CaseResult res = make_case("hc_post", post_line, jp);
+  const bool ok = judge(res, diff(u.data(), f.u.data(), u.size()), kHcRelTol);
+  res.metrics["q8_bytes_differing"] = mismatched;
+  if (mismatched > 0) {
+    res.status = "FAIL";
+    res.detail += fmt::format(" q8_1 bytes differing from quantize_q8_1: {} of {}", mismatched, T * row_bytes);
+  } else if (ok) {
+    STRATA_TRY(add_timing(opt, res, launch_post));
+  }
+  rep.add(std::move(res));
+  return Status::ok_status();
+}
+
 }  // namespace
 
 Status run_hc_cases(const ParityOptions& opt, Reporter& rep) {
@@ -191,6 +483,16 @@ Status run_hc_cases(const ParityOptions& opt, Reporter& rep) {
     }
   // The shared expert's [T, H] into the routed sum, an odd length, and a long one.
   for (int64_t n : {int64_t{2560}, int64_t{8} * 2560, int64_t{4097}, int64_t{3} << 20}) STRATA_TRY(add_inplace_case(opt, rep, n));
+  reference::ThreadPool pool;
+  for (const HcGeometry& g : kFusedGeometries)
+    for (int T = 1; T <= kMaxWindowRows; ++T)
+      for (quant::Type type : {quant::Type::F32, quant::Type::F16, quant::Type::BF16})
+        for (bool inject : {true, false}) {
+          STRATA_TRY(hc_fused_case(opt, rep, pool, g, T, type, inject, false));
+          if (inject) STRATA_TRY(hc_fused_case(opt, rep, pool, g, T, type, inject, true));  // the ffn site's fold
+        }
+  for (const HcGeometry& g : kGeometries)
+    for (int T : kTs) STRATA_TRY(hc_combine_into_case(opt, rep, g, T));
   return Status::ok_status();
 }
 

@@ -2,8 +2,13 @@
 // reference::route (with planted ties), native_expert_grouped against host code that follows
 // reference::moe_layer's routed part (weights through the reference dequantizers, activations
 // through the reference q8_1 quantizer and back for quantized types, as run_mmvq_cases does),
-// swiglu (and its q8_1 bytes) and shared_gate_add.
+// swiglu (and its q8_1 bytes) and shared_gate_add; the decode path's fused forms: route_and_group
+// (router + grouping in one kernel) against reference::route and group_expert_entries,
+// expert_combine_shared against the host sum and bit for bit against expert_combine +
+// shared_gate_add, and native_expert_grouped_pregrouped bit for bit against native_expert_grouped.
 #include <algorithm>
+#include <cstring>
+#include <limits>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -28,6 +33,8 @@ constexpr double kMoeRelTol = 1e-5;
 // The router's weights p_e / sum differ from the reference's only by expf against std::exp (an ulp
 // or two of each p) and the order of the softmax's double sum.
 constexpr double kRouterRelTol = 1e-5;
+// route_and_group's weights: the same arithmetic, held to what it costs (a few ulps, ~3e-7).
+constexpr double kRouteGroupRelTol = 1e-6;
 
 // ---- helpers ---------------------------------------------------------------------------------------
 
@@ -76,6 +83,32 @@ std::vector<float> reference_view(const std::vector<float>& x, int64_t rows, int
 
 // ---- router -----------------------------------------------------------------------------------------
 
+// T rows of n random logits with planted ties: three experts share the top logit, two share the
+// k-th largest (one of them then falls just outside the k).
+std::vector<float> router_logits_with_ties(const ParityOptions& opt, const std::string& line, int T, int n, int k) {
+  std::vector<float> logits = random_normal(case_seed(opt.seed, line), static_cast<size_t>(T * n), 2.0f);
+  std::mt19937_64 rng(case_seed(opt.seed, line + " ties"));
+  for (int t = 0; t < T; ++t) {
+    float* x = logits.data() + static_cast<int64_t>(t) * n;
+    const float top = *std::max_element(x, x + n) + 0.5f;
+    for (int i = 0; i < 3; ++i) x[rng() % n] = top;
+    std::vector<float> sorted(x, x + n);
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    const float kth = sorted[static_cast<size_t>(std::min(k, n) - 1)];
+    for (int i = 0; i < 2; ++i) x[rng() % n] = kth;
+  }
+  return logits;
+}
+
+// reference::route of each row: ids and weights [T, k].
+void reference_routes(const std::vector<float>& logits, int T, int n, int k, std::vector<int32_t>& ids, std::vector<float>& w) {
+  for (int t = 0; t < T; ++t) {
+    const reference::Routing ro = reference::route({logits.data() + static_cast<int64_t>(t) * n, static_cast<size_t>(n)}, k);
+    ids.insert(ids.end(), ro.experts.begin(), ro.experts.end());
+    w.insert(w.end(), ro.weights.begin(), ro.weights.end());
+  }
+}
+
 Status run_router_cases(const ParityOptions& opt, Reporter& rep) {
   struct Shape {
     int n_expert, k;
@@ -86,26 +119,10 @@ Status run_router_cases(const ParityOptions& opt, Reporter& rep) {
       CaseResult r = make_case("router_topk", fmt::format("router_topk(T={}, n_expert={}, k={})", T, sh.n_expert, sh.k), {{"T", T}, {"n_expert", sh.n_expert}, {"k", sh.k}});
       if (!rep.wanted(r.line)) continue;
       const int n = sh.n_expert, k = sh.k;
-      std::vector<float> logits = random_normal(case_seed(opt.seed, r.line), static_cast<size_t>(T * n), 2.0f);
-      // Planted ties: three experts share the top logit, two share the k-th largest (one of them
-      // then falls just outside the k), and row t > 0 repeats part of row 0.
-      std::mt19937_64 rng(case_seed(opt.seed, r.line + " ties"));
-      for (int t = 0; t < T; ++t) {
-        float* x = logits.data() + static_cast<int64_t>(t) * n;
-        const float top = *std::max_element(x, x + n) + 0.5f;
-        for (int i = 0; i < 3; ++i) x[rng() % n] = top;
-        std::vector<float> sorted(x, x + n);
-        std::sort(sorted.begin(), sorted.end(), std::greater<float>());
-        const float kth = sorted[static_cast<size_t>(std::min(k, n) - 1)];
-        for (int i = 0; i < 2; ++i) x[rng() % n] = kth;
-      }
+      const std::vector<float> logits = router_logits_with_ties(opt, r.line, T, n, k);
       std::vector<int32_t> want_ids;
       std::vector<float> want_w;
-      for (int t = 0; t < T; ++t) {
-        const reference::Routing ro = reference::route({logits.data() + static_cast<int64_t>(t) * n, static_cast<size_t>(n)}, k);
-        want_ids.insert(want_ids.end(), ro.experts.begin(), ro.experts.end());
-        want_w.insert(want_w.end(), ro.weights.begin(), ro.weights.end());
-      }
+      reference_routes(logits, T, n, k, want_ids, want_w);
       DeviceBuffer dl, di, dw;
       STRATA_TRY(upload(dl, logits));
       STRATA_TRY(alloc_filled(di, want_ids.size() * sizeof(int32_t), 0xFF));
@@ -539,6 +556,342 @@ Status run_grouped_cases(const ParityOptions& opt, Reporter& rep) {
   return Status::ok_status();
 }
 
+// ---- the decode path's fused forms -----------------------------------------------------------------------
+
+// The grouping arrays of a scratch for n entries, as read back from the device.
+struct Grouping {
+  int n_groups = -1;  // -1: out of range (the rest is then not read)
+  std::vector<int> group_expert, group_start, entry_row, row_entries;
+  std::vector<float> entry_weight;
+};
+
+Status read_grouping(const DeviceBuffer& d, const ExpertScratchLayout& l, int n, Grouping& g) {
+  const uint8_t* b = d.get<uint8_t>();
+  std::vector<int> ng;
+  STRATA_TRY(download(ng, b + l.n_groups, 1));
+  g.n_groups = ng[0] >= 1 && ng[0] <= n ? ng[0] : -1;
+  if (g.n_groups < 0) return Status::ok_status();
+  STRATA_TRY(download(g.group_expert, b + l.group_expert, static_cast<size_t>(g.n_groups)));
+  STRATA_TRY(download(g.group_start, b + l.group_start, static_cast<size_t>(g.n_groups + 1)));
+  STRATA_TRY(download(g.entry_row, b + l.entry_row, static_cast<size_t>(n)));
+  STRATA_TRY(download(g.entry_weight, b + l.entry_weight, static_cast<size_t>(n)));
+  STRATA_TRY(download(g.row_entries, b + l.row_entries, static_cast<size_t>(n)));
+  return Status::ok_status();
+}
+
+// The grouping the device must make of ids/weights [T, k] (entries sorted by (expert, index)).
+Grouping host_grouping(const std::vector<int32_t>& ids, const std::vector<float>& w, int k) {
+  const int n = static_cast<int>(ids.size());
+  std::vector<int> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return ids[a] != ids[b] ? ids[a] < ids[b] : a < b; });
+  Grouping g;
+  g.n_groups = 0;
+  g.entry_row.resize(static_cast<size_t>(n));
+  g.entry_weight.resize(static_cast<size_t>(n));
+  g.row_entries.resize(static_cast<size_t>(n));
+  std::vector<int> filled(static_cast<size_t>(n / k), 0);
+  for (int p = 0; p < n; ++p) {
+    const int i = order[static_cast<size_t>(p)], row = i / k;
+    if (p == 0 || ids[order[p - 1]] != ids[i]) {
+      g.group_expert.push_back(ids[i]);
+      g.group_start.push_back(p);
+      ++g.n_groups;
+    }
+    g.entry_row[p] = row;
+    g.entry_weight[p] = w[i];
+    g.row_entries[row * k + filled[row]++] = p;  // a row's entries meet in ascending expert id
+  }
+  g.group_start.push_back(n);
+  return g;
+}
+
+// Differences between two groupings (weights compared bit for bit); 0 when identical.
+int64_t grouping_mismatch(const Grouping& a, const Grouping& b) {
+  if (a.n_groups < 0 || b.n_groups < 0 || a.n_groups != b.n_groups) return 1 << 20;
+  int64_t bad = 0;
+  const auto count = [&](const auto& x, const auto& y) {
+    for (size_t i = 0; i < x.size(); ++i) bad += std::memcmp(&x[i], &y[i], sizeof(x[i])) != 0;
+  };
+  count(a.group_expert, b.group_expert);
+  count(a.group_start, b.group_start);
+  count(a.entry_row, b.entry_row);
+  count(a.entry_weight, b.entry_weight);
+  count(a.row_entries, b.row_entries);
+  return bad;
+}
+
+int64_t bits_mismatch(const std::vector<float>& a, const std::vector<float>& b) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  return bad;
+}
+
+// A scratch for entries of `ew`'s shape (kMaxWindowRows * k entries, as the decoder sizes it),
+// every byte 0xFF (stale).
+Status alloc_scratch(const ExpertWeights& ew, int k, DeviceBuffer& d, ExpertScratch& scratch, ExpertScratchLayout& l) {
+  scratch.cap_entries = kMaxWindowRows * k;
+  l = expert_scratch_layout(ew, scratch.cap_entries);
+  STRATA_TRY(alloc_filled(d, static_cast<size_t>(l.bytes), 0xFF));
+  scratch.base = d.get();
+  scratch.bytes = l.bytes;
+  return Status::ok_status();
+}
+
+// route_and_group: ids exact and weights (1e-6) against reference::route per row, with planted
+// ties; the grouping identical (weights bit for bit) to group_expert_entries' of the kernel's own
+// ids/weights and to the host's grouping of them. The logits sit in rows of n + 1 (the router_gi
+// layout) whose extra column is NaN, so a read past the row's n shows.
+Status run_route_group_cases(const ParityOptions& opt, Reporter& rep) {
+  struct Shape {
+    int n_expert, k;
+  };
+  const Shape shapes[] = {{512, 10}, {16, 4}, {100, 7}, {40, 10}, {33, 32}};
+  for (const Shape& sh : shapes)
+    for (int T = 1; T <= kMaxWindowRows; ++T) {
+      CaseResult r = make_case("route_and_group", fmt::format("moe/route_and_group(T={}, n_expert={}, k={})", T, sh.n_expert, sh.k),
+                               {{"T", T}, {"n_expert", sh.n_expert}, {"k", sh.k}});
+      if (!rep.wanted(r.line)) continue;
+      const int n = sh.n_expert, k = sh.k, nent = T * k;
+      const std::vector<float> logits = router_logits_with_ties(opt, r.line, T, n, k);
+      std::vector<int32_t> want_ids;
+      std::vector<float> want_w;
+      reference_routes(logits, T, n, k, want_ids, want_w);
+      const int64_t stride = n + 1;
+      std::vector<float> strided(static_cast<size_t>(T * stride), std::numeric_limits<float>::quiet_NaN());
+      for (int t = 0; t < T; ++t) std::copy_n(logits.data() + static_cast<int64_t>(t) * n, n, strided.data() + t * stride);
+      ExpertWeights ew;  // the scratch layout's shape only: no weights are read
+      ew.n_expert = n;
+      ew.n_ff = 32;
+      ew.n_embd = 32;
+      DeviceBuffer dl, di, dw, dfused, dold;
+      ExpertScratch fused, old;
+      ExpertScratchLayout lay;
+      STRATA_TRY(upload(dl, strided));
+      STRATA_TRY(alloc_filled(di, static_cast<size_t>(nent) * sizeof(int32_t), 0xFF));
+      STRATA_TRY(alloc_poisoned(dw, static_cast<size_t>(nent)));
+      STRATA_TRY(alloc_scratch(ew, k, dfused, fused, lay));
+      STRATA_TRY(alloc_scratch(ew, k, dold, old, lay));
+      const auto call = [&] {
+        return route_and_group(dl.get<float>(), stride, T, k, ew, fused, di.get<int32_t>(), dw.get<float>(), nullptr);
+      };
+      auto ran = run_call(r, rep, call);
+      if (!ran) return ran.status();
+      if (!*ran) continue;
+      auto ran_old = run_call(r, rep, [&] { return group_expert_entries(ew, di.get<int32_t>(), dw.get<float>(), T, k, old, nullptr); });
+      if (!ran_old) return ran_old.status();
+      if (!*ran_old) continue;
+      std::vector<int32_t> ids;
+      std::vector<float> w;
+      STRATA_TRY(download(ids, di.get(), static_cast<size_t>(nent)));
+      STRATA_TRY(download(w, dw.get(), static_cast<size_t>(nent)));
+      Grouping g_fused, g_old;
+      STRATA_TRY(read_grouping(dfused, lay, nent, g_fused));
+      STRATA_TRY(read_grouping(dold, lay, nent, g_old));
+      int64_t id_mismatch = 0;
+      for (size_t i = 0; i < ids.size(); ++i) id_mismatch += ids[i] != want_ids[i];
+      const Diff d = diff(w.data(), want_w.data(), w.size());
+      const int64_t vs_old = grouping_mismatch(g_fused, g_old);
+      const int64_t vs_host = grouping_mismatch(g_fused, host_grouping(want_ids, w, k));
+      const bool ok = id_mismatch == 0 && d.finite && d.rel <= kRouteGroupRelTol && vs_old == 0 && vs_host == 0;
+      r.status = ok ? "OK" : "FAIL";
+      r.detail = fmt::format("ids_mismatch={} {} grouping_vs_group_entries={} grouping_vs_host={} groups={}", id_mismatch,
+                             d.text(), vs_old, vs_host, g_fused.n_groups);
+      r.metrics = {{"rel", d.rel}, {"max_abs", d.max_abs}, {"ids_mismatch", id_mismatch}, {"tol", kRouteGroupRelTol},
+                   {"grouping_vs_old", vs_old}, {"grouping_vs_host", vs_host}};
+      STRATA_TRY(add_ms(opt, r, call));
+      rep.add(std::move(r));
+    }
+  return Status::ok_status();
+}
+
+// expert_combine_shared over random entry outputs and a grouping of random routes: against the
+// host (routed sum in ascending expert id, then + s * sigmoid(gate)) at 1e-5, and bit for bit
+// against expert_combine followed by shared_gate_add (the path it replaces). The gate logits sit
+// at column 1 of rows of 3 (a strided gate, as router_gi's output has it).
+Status run_combine_shared_cases(const ParityOptions& opt, Reporter& rep) {
+  struct Shape {
+    int n_expert, k, H;
+  };
+  const Shape shapes[] = {{64, 10, 2560}, {16, 4, 100}};
+  for (const Shape& sh : shapes)
+    for (int T = 1; T <= kMaxWindowRows; ++T) {
+      CaseResult r = make_case("expert_combine_shared",
+                               fmt::format("moe/expert_combine_shared(T={}, n_expert={}, k={}, H={})", T, sh.n_expert, sh.k, sh.H),
+                               {{"T", T}, {"n_expert", sh.n_expert}, {"k", sh.k}, {"H", sh.H}});
+      if (!rep.wanted(r.line)) continue;
+      const int k = sh.k, H = sh.H, nent = T * k;
+      const uint64_t seed = case_seed(opt.seed, r.line);
+      std::vector<int> pool(static_cast<size_t>(sh.n_expert));
+      std::iota(pool.begin(), pool.end(), 0);
+      const Routing ro = make_routing(pool, T, k, seed);
+      const std::vector<float> out = random_normal(seed + 1, static_cast<size_t>(nent * H));
+      const std::vector<float> sh_out = random_normal(seed + 2, static_cast<size_t>(T * H));
+      const int64_t gate_stride = 3;
+      std::vector<float> gl = random_normal(seed + 3, static_cast<size_t>(T * gate_stride), 2.0f);
+      ExpertWeights ew;
+      ew.n_expert = sh.n_expert;
+      ew.n_ff = 32;
+      ew.n_embd = H;
+      DeviceBuffer dids, dw, dsc, ds, dg, dy_new, dy_old;
+      ExpertScratch scratch;
+      ExpertScratchLayout lay;
+      STRATA_TRY(upload(dids, ro.ids));
+      STRATA_TRY(upload(dw, ro.weights));
+      STRATA_TRY(alloc_scratch(ew, k, dsc, scratch, lay));
+      PARITY_CUDA(cudaMemcpy(dsc.get<uint8_t>() + lay.out, out.data(), out.size() * sizeof(float), cudaMemcpyHostToDevice));
+      STRATA_TRY(upload(ds, sh_out));
+      STRATA_TRY(upload(dg, gl));
+      STRATA_TRY(alloc_poisoned(dy_new, static_cast<size_t>(T * H)));
+      STRATA_TRY(alloc_poisoned(dy_old, static_cast<size_t>(T * H)));
+      const float* gate = dg.get<float>() + 1;
+      auto grouped = run_call(r, rep, [&] { return group_expert_entries(ew, dids.get<int32_t>(), dw.get<float>(), T, k, scratch, nullptr); });
+      if (!grouped) return grouped.status();
+      if (!*grouped) continue;
+      const auto call = [&] {
+        return expert_combine_shared(ew, T, k, scratch, ds.get<float>(), gate, gate_stride, dy_new.get<float>(), nullptr);
+      };
+      auto ran = run_call(r, rep, call);
+      if (!ran) return ran.status();
+      if (!*ran) continue;
+      auto ran_old = run_call(r, rep, [&] {
+        STRATA_TRY(expert_combine(ew, T, k, scratch, dy_old.get<float>(), nullptr));
+        return shared_gate_add(dy_old.get<float>(), ds.get<float>(), gate, gate_stride, T, H, nullptr);
+      });
+      if (!ran_old) return ran_old.status();
+      if (!*ran_old) continue;
+      std::vector<float> y_new, y_old;
+      STRATA_TRY(download(y_new, dy_new.get(), static_cast<size_t>(T * H)));
+      STRATA_TRY(download(y_old, dy_old.get(), static_cast<size_t>(T * H)));
+      // The host: out rows are in the device's entry order, (expert, index).
+      std::vector<int> order(static_cast<size_t>(nent));
+      std::iota(order.begin(), order.end(), 0);
+      std::sort(order.begin(), order.end(), [&](int a, int b) { return ro.ids[a] != ro.ids[b] ? ro.ids[a] < ro.ids[b] : a < b; });
+      std::vector<float> want = routed_sum(out, order, ro, k, T, H);
+      for (int t = 0; t < T; ++t) {
+        const float g = reference::sigmoid(gl[static_cast<size_t>(t * gate_stride + 1)]);
+        for (int j = 0; j < H; ++j) want[t * H + j] += sh_out[t * H + j] * g;
+      }
+      const Diff d = diff(y_new.data(), want.data(), want.size());
+      const int64_t bits = bits_mismatch(y_new, y_old);
+      const bool ok = d.finite && d.rel <= kMoeRelTol && bits == 0;
+      r.status = ok ? "OK" : "FAIL";
+      r.detail = fmt::format("{} bits_vs_combine_then_gate_add={}", d.text(), bits);
+      r.metrics = {{"rel", d.rel}, {"max_abs", d.max_abs}, {"tol", kMoeRelTol}, {"bits_vs_old", bits}};
+      STRATA_TRY(add_ms(opt, r, call));
+      rep.add(std::move(r));
+    }
+  return Status::ok_status();
+}
+
+// native_expert_grouped_pregrouped on route_and_group's grouping against native_expert_grouped on
+// the same ids/weights (its own grouping launch): y and every entry's down output bit for bit.
+// Routes come from random logits lifted for the pool's experts (the ones holding weights).
+Status run_pregrouped_cases(const ParityOptions& opt, Reporter& rep) {
+  struct Case {
+    Geometry g;
+    Type gate, down;
+  };
+  const Case cases[] = {{{512, 640, 2560, 24, false, false}, Type::IQ3_XXS, Type::Q2_0},
+                        {{16, 64, 256, 16, true, true}, Type::Q4_K, Type::Q8_0},
+                        {{16, 64, 256, 16, true, true}, Type::F32, Type::F32}};
+  for (const Case& c : cases) {
+    const Geometry& g = c.g;
+    const int k = std::min(10, g.n_expert);
+    std::vector<std::string> lines;
+    for (int T = 1; T <= kMaxWindowRows; ++T)
+      lines.push_back(fmt::format("moe/native_expert_grouped_pregrouped(gate_up={}, down={}, n_expert={}, n_ff={}, n_embd={}, T={}{})",
+                                  type_name(c.gate), type_name(c.down), g.n_expert, g.n_ff, g.n_embd, T, g.fused ? ", fused" : ""));
+    bool any = false;
+    for (const auto& l : lines) any = any || rep.wanted(l);
+    if (!any) continue;
+    std::vector<int> pool;
+    std::mt19937_64 prng(case_seed(opt.seed, fmt::format("pregrouped pool {}", g.n_expert)));
+    while (static_cast<int>(pool.size()) < std::min(g.pool, g.n_expert)) {
+      const int e = static_cast<int>(prng() % g.n_expert);
+      if (std::find(pool.begin(), pool.end(), e) == pool.end()) pool.push_back(e);
+    }
+    Experts gu, dn;
+    STRATA_TRY(make_experts(c.gate, g, 2 * g.n_ff, g.n_embd, !g.fused, pool,
+                            case_seed(opt.seed, fmt::format("pregrouped gate_up {}", type_name(c.gate))), gu));
+    STRATA_TRY(make_experts(c.down, g, g.n_embd, g.n_ff, false, pool,
+                            case_seed(opt.seed, fmt::format("pregrouped down {}", type_name(c.down))), dn));
+    ExpertWeights w;
+    w.n_expert = g.n_expert;
+    w.n_ff = g.n_ff;
+    w.n_embd = g.n_embd;
+    const auto tensor = [](const Experts& ex, const DeviceBuffer& d, int64_t rows) {
+      DTensor t;
+      t.type = ex.type;
+      t.data = d.get();
+      t.rows = rows;
+      t.cols = ex.cols;
+      t.row_bytes = ex.row_bytes;
+      return t;
+    };
+    if (g.fused) {
+      w.gate_up = tensor(gu, gu.d0, static_cast<int64_t>(g.n_expert) * 2 * g.n_ff);
+    } else {
+      w.gate = tensor(gu, gu.d0, static_cast<int64_t>(g.n_expert) * g.n_ff);
+      w.up = tensor(gu, gu.d1, static_cast<int64_t>(g.n_expert) * g.n_ff);
+    }
+    w.down = tensor(dn, dn.d0, static_cast<int64_t>(g.n_expert) * g.n_embd);
+    for (int T = 1; T <= kMaxWindowRows; ++T) {
+      CaseResult r = make_case("native_expert_grouped_pregrouped", lines[static_cast<size_t>(T - 1)],
+                               {{"gate_up", type_name(c.gate)}, {"down", type_name(c.down)}, {"n_expert", g.n_expert}, {"T", T}, {"k", k}});
+      if (!rep.wanted(r.line)) continue;
+      const int64_t H = g.n_embd;
+      const uint64_t seed = case_seed(opt.seed, r.line);
+      std::vector<float> logits = random_normal(seed, static_cast<size_t>(T * g.n_expert));
+      for (int t = 0; t < T; ++t)
+        for (int e : pool) logits[static_cast<size_t>(t * g.n_expert + e)] += 8.0f;
+      const std::vector<float> u = random_normal(seed + 1, static_cast<size_t>(T * H));
+      DeviceBuffer dl, du, duq, di, dw, dsa, dsb, dya, dyb;
+      ExpertScratch sa, sb;
+      ExpertScratchLayout lay;
+      STRATA_TRY(upload(dl, logits));
+      STRATA_TRY(upload(du, u));
+      const int64_t q8s = q8_stride_for(H);
+      STRATA_TRY(duq.alloc(static_cast<size_t>(q8s * T)));
+      STRATA_TRY(quantize_q8_1(du.get<float>(), H, H, T, duq.get(), q8s));
+      STRATA_TRY(alloc_filled(di, static_cast<size_t>(T * k) * sizeof(int32_t), 0xFF));
+      STRATA_TRY(alloc_poisoned(dw, static_cast<size_t>(T * k)));
+      STRATA_TRY(alloc_scratch(w, k, dsa, sa, lay));
+      STRATA_TRY(alloc_scratch(w, k, dsb, sb, lay));
+      STRATA_TRY(alloc_poisoned(dya, static_cast<size_t>(T * H)));
+      STRATA_TRY(alloc_poisoned(dyb, static_cast<size_t>(T * H)));
+      Act act;
+      act.f32 = du.get<float>();
+      act.f32_stride = H;
+      act.q8 = duq.get();
+      act.q8_stride = q8s;
+      act.cols = H;
+      act.T = T;
+      auto ran = run_call(r, rep, [&] {
+        STRATA_TRY(route_and_group(dl.get<float>(), g.n_expert, T, k, w, sa, di.get<int32_t>(), dw.get<float>(), nullptr));
+        STRATA_TRY(native_expert_grouped_pregrouped(w, act, k, sa, dya.get<float>(), nullptr));
+        return native_expert_grouped(w, act, di.get<int32_t>(), dw.get<float>(), k, sb, dyb.get<float>(), nullptr);
+      });
+      if (!ran) return ran.status();
+      if (!*ran) continue;
+      std::vector<float> ya, yb, oa, ob;
+      STRATA_TRY(download(ya, dya.get(), static_cast<size_t>(T * H)));
+      STRATA_TRY(download(yb, dyb.get(), static_cast<size_t>(T * H)));
+      STRATA_TRY(download(oa, dsa.get<uint8_t>() + lay.out, static_cast<size_t>(T * k * H)));
+      STRATA_TRY(download(ob, dsb.get<uint8_t>() + lay.out, static_cast<size_t>(T * k * H)));
+      const int64_t y_bits = bits_mismatch(ya, yb), out_bits = bits_mismatch(oa, ob);
+      bool finite = true;
+      for (float v : ya) finite = finite && std::isfinite(v);
+      const bool ok = finite && y_bits == 0 && out_bits == 0;
+      r.status = ok ? "OK" : "FAIL";
+      r.detail = fmt::format("y_bits_mismatch={} out_bits_mismatch={}{}", y_bits, out_bits, finite ? "" : " non-finite");
+      r.metrics = {{"y_bits", y_bits}, {"out_bits", out_bits}};
+      rep.add(std::move(r));
+    }
+  }
+  return Status::ok_status();
+}
+
 }  // namespace
 
 Status run_moe_cases(const ParityOptions& opt, Reporter& rep) {
@@ -546,6 +899,9 @@ Status run_moe_cases(const ParityOptions& opt, Reporter& rep) {
   STRATA_TRY(run_swiglu_cases(opt, rep));
   STRATA_TRY(run_shared_gate_cases(opt, rep));
   STRATA_TRY(run_grouped_cases(opt, rep));
+  STRATA_TRY(run_route_group_cases(opt, rep));
+  STRATA_TRY(run_combine_shared_cases(opt, rep));
+  STRATA_TRY(run_pregrouped_cases(opt, rep));
   return Status::ok_status();
 }
 

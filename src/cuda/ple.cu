@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common.cuh"
+#include "launch.cuh"
 
 namespace strata::cuda {
 namespace {
@@ -61,6 +62,8 @@ __device__ float ple_gate(const PleArgs& a, int t, int s, double* partial) {
 
 // grid (S, T): N[t, s, :] = grouped_rms_norm(gate * V[t]; norm_conv) into hist row history + t.
 __global__ void __launch_bounds__(kThreads) ple_norm_kernel(PleArgs a) {
+  pdl_launch_dependents();
+  pdl_wait();
   __shared__ double partial[kThreads / 32];
   const int s = blockIdx.x, t = blockIdx.y;
   const float gate = ple_gate(a, t, s, partial);
@@ -80,6 +83,8 @@ __global__ void __launch_bounds__(kThreads) ple_norm_kernel(PleArgs a) {
 // grid (S, T): C[c] = silu(sum_j w[c, j] * N[t + j*ngram][c]) in double (hist row t + j*ngram is
 // step (K-1-j)*ngram back from row t's own row history + t), then X += GV + C.
 __global__ void __launch_bounds__(kThreads) ple_conv_kernel(PleArgs a) {
+  pdl_launch_dependents();
+  pdl_wait();
   __shared__ double partial[kThreads / 32];
   const int s = blockIdx.x, t = blockIdx.y;
   // Every read of this CTA's x slice happens inside ple_gate, before its last barrier, so the
@@ -103,6 +108,8 @@ __global__ void __launch_bounds__(kThreads) ple_conv_kernel(PleArgs a) {
 // One thread per channel walks the rows upward: row i + n is read before iteration i + n
 // overwrites it, so the overlapping move is safe in place.
 __global__ void __launch_bounds__(kThreads) ple_commit_kernel(float* hist, int64_t wide, int history, int n) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (c >= wide) return;
   for (int i = 0; i < history; ++i) hist[i * wide + c] = hist[(i + n) * wide + c];
@@ -134,10 +141,8 @@ Status ple_inject(const PleDims& d, const float* kp, const float* vp, const floa
                   kp,       vp,         norm_key,  norm_query,    norm_conv,   conv_w,
                   hist,     x};
   const dim3 grid(static_cast<unsigned>(d.S), static_cast<unsigned>(T));
-  ple_norm_kernel<<<grid, kThreads, 0, stream>>>(a);
-  STRATA_CUDA_TRY(cudaGetLastError());
-  ple_conv_kernel<<<grid, kThreads, 0, stream>>>(a);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(ple_norm_kernel, grid, dim3(kThreads), 0, stream, a));
+  STRATA_CUDA_TRY(launch_kernel(ple_conv_kernel, grid, dim3(kThreads), 0, stream, a));
   return Status::ok_status();
 }
 
@@ -148,9 +153,8 @@ Status ple_conv_commit(const PleDims& d, float* hist, int n, Stream stream) {
   if (!hist) return fail("ple_conv_commit", "hist must be non-null");
   if (n == 0 || d.history() == 0) return Status::ok_status();
   const int64_t wide = static_cast<int64_t>(d.S) * d.H;
-  ple_commit_kernel<<<static_cast<unsigned>((wide + kThreads - 1) / kThreads), kThreads, 0, stream>>>(hist, wide,
-                                                                                                       d.history(), n);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(ple_commit_kernel, dim3(static_cast<unsigned>((wide + kThreads - 1) / kThreads)),
+                                dim3(kThreads), 0, stream, hist, wide, d.history(), n));
   return Status::ok_status();
 }
 

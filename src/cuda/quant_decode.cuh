@@ -148,6 +148,7 @@ STRATA_HD uint32_t lut_iq4nl(uint32_t codes) {
   return byte_perm(low, high, 0x3210u | h);
 }
 
+
 // ---- lookup tables -----------------------------------------------------------------------------
 
 // Where the lattice grids live: smem copies in mmvq, global copies in get_rows, the host arrays in
@@ -179,6 +180,22 @@ enum class Grid { None, Iq2xxs, Iq2xs, Iq2s, Iq3xxs, Iq3s, Iq1s };
 struct Group {
   uint32_t lo, hi;  // int8 codes of elements 0-3 and 4-7
 };
+
+// The IQ4_NL values of 8 codes with 8 byte_perms instead of lut_iq4nl's 2 x 3 plus the selector
+// packing: x and y hold 4 code bytes each (codes in bits sh .. sh + 3 of each byte); the result
+// is {lut_iq4nl(codes of x), lut_iq4nl(codes of y)}. The codes are packed as nibbles, byte i of
+// sel = code i | code 4+i << 4, so one byte_perm selector word serves 4 codes: the low 3 bits of
+// each nibble pick within an 8-entry half of the table, bit 3 picks the half (a third byte_perm
+// per 4 codes), and two final byte_perms undo the interleave (0, 4, 1, 5 | 2, 6, 3, 7).
+STRATA_HD Group lut_iq4nl_x8(uint32_t x, uint32_t y, int sh) {
+  const uint32_t w0 = kIq4nlWords.w[0], w1 = kIq4nlWords.w[1], w2 = kIq4nlWords.w[2], w3 = kIq4nlWords.w[3];
+  const uint32_t sel = ((x >> sh) & 0x0F0F0F0Fu) | (((y >> sh) & 0x0F0F0F0Fu) << 4);
+  const uint32_t idx = sel & 0x77777777u;                     // index within a half
+  const uint32_t half = 0x32103210u | ((sel & 0x88888888u) >> 1);  // byte k: k, or 4 + k for the upper half
+  const uint32_t a = byte_perm(byte_perm(w0, w1, idx), byte_perm(w2, w3, idx), half);                    // codes 0 4 1 5
+  const uint32_t b = byte_perm(byte_perm(w0, w1, idx >> 16), byte_perm(w2, w3, idx >> 16), half >> 16);  // codes 2 6 3 7
+  return {byte_perm(a, b, 0x6420u), byte_perm(a, b, 0x7531u)};
+}
 
 // ---- the types ------------------------------------------------------------------------------
 // QK elements and TS bytes per block, CPB = QK / 32 chunks per block. kMin: value carries + min.
@@ -252,8 +269,8 @@ struct Dec<Type::IQ4_NL> {
   static constexpr bool kSplit = false, kMin = false;
   static constexpr Grid kGrid = Grid::None;
   STRATA_HD static Group group(const uint8_t* b, int, int g, const Tables&) {
-    const Group n = nibbles_q4(b + 2, g);
-    return {lut_iq4nl(n.lo), lut_iq4nl(n.hi)};
+    const int o = 2 + (g & 1) * 8;  // nibbles_q4's bytes and shift for group g
+    return lut_iq4nl_x8(ld32(b, o), ld32(b, o + 4), (g >> 1) * 4);
   }
   STRATA_HD static float scale(const uint8_t* b, int, int) { return f16_at(b, 0); }
   STRATA_HD static float min(const uint8_t*, int) { return 0.0f; }
@@ -267,7 +284,13 @@ struct Dec<Type::Q2_0> {
   static constexpr Grid kGrid = Grid::None;
   STRATA_HD static Group group(const uint8_t* b, int ch, int g, const Tables&) {
     const uint32_t x = ld16(b, 2 + 8 * ch + 2 * g);  // elements 32ch + 8g .. +7
-    return {sub_bytes(spread2(x & 0xFFu), 0x01010101u), sub_bytes(spread2(x >> 8), 0x01010101u)};
+    // Spread the 8 two-bit codes to nibbles (nibble k = code k), then one byte_perm per 4 codes
+    // looks up c - 1 in the word {-1, 0, 1, 2}: fewer operations than spread2 + sub_bytes per 4.
+    uint32_t t = (x | (x << 8)) & 0x00FF00FFu;
+    t = (t | (t << 4)) & 0x0F0F0F0Fu;
+    t = (t | (t << 2)) & 0x33333333u;
+    constexpr uint32_t kValues = 0x020100FFu;
+    return {byte_perm(kValues, 0u, t), byte_perm(kValues, 0u, t >> 16)};
   }
   STRATA_HD static float scale(const uint8_t* b, int, int) { return f16_at(b, 0); }
   STRATA_HD static float min(const uint8_t*, int) { return 0.0f; }
@@ -486,8 +509,8 @@ struct Dec<Type::IQ4_XS> {
   static constexpr bool kSplit = false, kMin = false;
   static constexpr Grid kGrid = Grid::None;
   STRATA_HD static Group group(const uint8_t* b, int ch, int g, const Tables&) {
-    const Group n = nibbles_q4(b + 8 + 16 * ch, g);
-    return {lut_iq4nl(n.lo), lut_iq4nl(n.hi)};
+    const int o = 8 + 16 * ch + (g & 1) * 8;  // nibbles_q4's bytes and shift for group g
+    return lut_iq4nl_x8(ld32(b, o), ld32(b, o + 4), (g >> 1) * 4);
   }
   STRATA_HD static float scale(const uint8_t* b, int ch, int) {
     const uint32_t ls = ((static_cast<uint32_t>(b[4 + (ch >> 1)]) >> (4 * (ch & 1))) & 15u) | (((ld16(b, 2) >> (2 * ch)) & 3u) << 4);
@@ -513,6 +536,106 @@ STRATA_HD void dequant_group(const uint8_t* b, int ch, int g, const Tables& tb, 
   const float m = Dec<T>::min(b, ch);
   for (int i = 0; i < 4; ++i) y[i] = value_of<T>(q.lo, i, s, m);
   for (int i = 0; i < 4; ++i) y[4 + i] = value_of<T>(q.hi, i, s, m);
+}
+
+// ---- Q4_K / Q5_K / IQ4_XS from aligned blocks ------------------------------------------------
+// A 256-element step of these types is one block, and their blocks (144 / 176 / 136 bytes) are
+// multiples of 16 (Q4_K, Q5_K) or of 8 (IQ4_XS). So wherever rows start 16-byte aligned and a
+// step's copy keeps the block's offset mod 16 (mmvq's staged steps), every block is 16- (K types)
+// or 8-byte (IQ4_XS) aligned. These read such a block with wide loads: the head (d, dmin / the
+// scale bits) once per block and 8 bytes per code word pair, instead of the 2-byte and 1-byte
+// loads that Dec must use for 2-byte aligned blocks (Q5_K chunk, per row: 16 shared loads become
+// 2, plus the head once per step). Same bits, scales and mins (same roundings) as Dec<T>.
+template <Type T>
+inline constexpr bool kWideDecode = T == Type::Q4_K || T == Type::Q5_K || T == Type::IQ4_XS;
+
+struct WideHead {
+  uint32_t w[4];  // K types: bytes 0-15 (d | dmin << 16, 12 scale bytes); IQ4_XS: bytes 0-7
+};
+
+template <class V>
+STRATA_HD V ld_aligned(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const V*>(p);
+#else
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+#endif
+}
+
+template <Type T>
+STRATA_HD WideHead wide_head(const uint8_t* b) {
+  static_assert(kWideDecode<T>, "Q4_K / Q5_K / IQ4_XS only");
+  if constexpr (T == Type::IQ4_XS) {
+    const uint2 v = ld_aligned<uint2>(b);  // d | scales_h << 16, scales_l[4]
+    return {{v.x, v.y, 0u, 0u}};
+  } else {
+    const uint4 v = ld_aligned<uint4>(b);
+    return {{v.x, v.y, v.z, v.w}};
+  }
+}
+
+// Byte i (0..11) of a K type's packed scales.
+STRATA_HD uint32_t k_scale_byte(const WideHead& h, int i) { return (h.w[1 + (i >> 2)] >> (8 * (i & 3))) & 0xFFu; }
+
+// scale_min_k4 on the head's words.
+STRATA_HD void k_scale_min(const WideHead& h, int sb, int& sc, int& m) {
+  if (sb < 4) {
+    sc = static_cast<int>(k_scale_byte(h, sb) & 63);
+    m = static_cast<int>(k_scale_byte(h, sb + 4) & 63);
+  } else {
+    sc = static_cast<int>((k_scale_byte(h, sb + 4) & 15) | ((k_scale_byte(h, sb - 4) >> 6) << 4));
+    m = static_cast<int>((k_scale_byte(h, sb + 4) >> 4) | ((k_scale_byte(h, sb) >> 6) << 4));
+  }
+}
+
+// Dec<T>::scale(b, ch, 0) of the block whose head is h.
+template <Type T>
+STRATA_HD float wide_scale(const WideHead& h, int ch) {
+  if constexpr (T == Type::IQ4_XS) {
+    const uint32_t ls = ((h.w[1] >> (8 * (ch >> 1) + 4 * (ch & 1))) & 15u) | (((h.w[0] >> (16 + 2 * ch)) & 3u) << 4);
+    return mul_rn(f16_bits_to_f32(h.w[0] & 0xFFFFu), static_cast<float>(static_cast<int>(ls) - 32));
+  } else {
+    int sc, m;
+    k_scale_min(h, ch, sc, m);
+    return mul_rn(f16_bits_to_f32(h.w[0] & 0xFFFFu), static_cast<float>(sc));
+  }
+}
+
+// Dec<T>::min(b, ch) of the block whose head is h.
+template <Type T>
+STRATA_HD float wide_min(const WideHead& h, int ch) {
+  if constexpr (T == Type::IQ4_XS) {
+    return 0.0f;
+  } else {
+    int sc, m;
+    k_scale_min(h, ch, sc, m);
+    return -mul_rn(f16_bits_to_f32(h.w[0] >> 16), static_cast<float>(m));
+  }
+}
+
+// Dec<T>::group(b, ch, g) for an aligned block b.
+template <Type T>
+STRATA_HD Group wide_group(const uint8_t* b, int ch, int g) {
+  static_assert(kWideDecode<T>, "Q4_K / Q5_K / IQ4_XS only");
+  if constexpr (T == Type::IQ4_XS) {
+    // nibbles_q4 of the chunk's 16 bytes at b + 8 + 16 ch: groups 0/1 the low nibbles of bytes
+    // 0-7 / 8-15, groups 2/3 their high nibbles.
+    const uint2 n = ld_aligned<uint2>(b + 8 + 16 * ch + 8 * (g & 1));
+    return lut_iq4nl_x8(n.x, n.y, 4 * (g >> 1));
+  } else {
+    constexpr int kQs = T == Type::Q5_K ? 48 : 16;  // qs after the head (and Q5_K's 32 qh bytes)
+    const int sh = 4 * (ch & 1);
+    const uint2 n = ld_aligned<uint2>(b + kQs + 32 * (ch >> 1) + 8 * g);
+    Group r{(n.x >> sh) & 0x0F0F0F0Fu, (n.y >> sh) & 0x0F0F0F0Fu};
+    if constexpr (T == Type::Q5_K) {
+      const uint2 h = ld_aligned<uint2>(b + 16 + 8 * g);  // qh[8g .. 8g+7]
+      r.lo |= ((h.x >> ch) & 0x01010101u) << 4;
+      r.hi |= ((h.y >> ch) & 0x01010101u) << 4;
+    }
+    return r;
+  }
 }
 
 // X-macro of the quantized weight types the kernels serve (the published packs' types).

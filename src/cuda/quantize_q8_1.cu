@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common.cuh"
+#include "launch.cuh"
 #include "q8_1.cuh"
 
 namespace strata::cuda {
@@ -18,6 +19,8 @@ constexpr int kThreads = 256;  // 32 blocks of 32 elements per CTA
 __global__ void __launch_bounds__(kThreads) quantize_q8_1_kernel(const float* __restrict__ x, int64_t x_stride,
                                                                  int nblocks, uint8_t* __restrict__ dst,
                                                                  int64_t dst_stride) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int row = blockIdx.y;
   const int gi = blockIdx.x * kThreads + threadIdx.x;  // group of 4 elements
   const int blk = gi >> 3, part = gi & 7;
@@ -44,8 +47,8 @@ Status quantize_q8_1(const float* x, int64_t x_stride, int64_t cols, int64_t row
   if (rows == 0) return Status::ok_status();
   const int nblocks = static_cast<int>(cols / 32);
   const dim3 grid(static_cast<unsigned>((nblocks * 8 + kThreads - 1) / kThreads), static_cast<unsigned>(rows));
-  quantize_q8_1_kernel<<<grid, kThreads, 0, stream>>>(x, x_stride, nblocks, static_cast<uint8_t*>(dst), dst_stride);
-  STRATA_CUDA_TRY(cudaGetLastError());
+  STRATA_CUDA_TRY(launch_kernel(quantize_q8_1_kernel, grid, dim3(kThreads), 0, stream, x, x_stride, nblocks,
+                                static_cast<uint8_t*>(dst), dst_stride));
   return Status::ok_status();
 }
 

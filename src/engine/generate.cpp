@@ -66,6 +66,7 @@ Result<GenerateResult> generate(Backend& backend, Sampler& sampler, std::span<co
   if (options.record_mtp_logits && !backend.has_mtp()) {
     return Status::error("engine: MTP logits asked for, but the backend keeps no MTP cache");
   }
+  // (Recording needs a backend created with BackendOptions::mtp_all_logits.)
   const uint64_t seed = sampler.config().seed;
   auto spec = Speculator::create(options.spec, sampler.config(), seed ^ kDraftSalt);
   if (!spec) return spec.status();

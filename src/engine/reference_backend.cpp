@@ -59,6 +59,7 @@ BackendWindow window_of(reference::ForwardOutput&& out, int64_t vocab, LogitRows
 ReferenceBackend::ReferenceBackend(const reference::Model& model, const BackendOptions& options)
     : model_(model),
       mtp_(options.mtp && model.config().plan.has_mtp()),
+      mtp_all_logits_(options.mtp_all_logits),
       prefill_gdn_(options.prefill_gdn),
       sink_(options.sink),
       state_(reference::SequenceState::create(model.config())) {}
@@ -141,6 +142,7 @@ Result<std::vector<float>> ReferenceBackend::mtp_sync() {
   if (!logits) return logits.status();
   pending_wide_.erase(pending_wide_.begin(), pending_wide_.begin() + count * w);
   mtp_real_ = AttnCacheMark::of(state_.mtp);
+  if (!mtp_all_logits_) logits->erase(logits->begin(), logits->end() - model_.config().n_vocab);
   return logits;
 }
 
@@ -152,6 +154,7 @@ Result<std::vector<float>> ReferenceBackend::mtp_start(int32_t next) {
   if (!last) return last.status();
   pending_wide_.clear();
   mtp_real_ = AttnCacheMark::of(state_.mtp);
+  if (!mtp_all_logits_) logits->clear();
   logits->insert(logits->end(), last->begin(), last->end());
   return logits;
 }

@@ -37,6 +37,8 @@ struct DecoderOptions {
   int max_window = 8;           // largest T (1 .. 8)
   bool graphs = true;           // capture and replay one graph per T
   int upload_threads = 0;       // host threads filling upload staging (0: hardware threads)
+  bool mtp = false;             // upload the MTP draft head (when the model has one) and keep its cache
+  bool mtp_all_logits = false;  // mtp_* return every filled slot's logits; off: only the last row
 };
 
 struct WindowOutput {
@@ -94,6 +96,22 @@ class Decoder {
   Result<std::vector<StageTime>> profile(std::span<const int32_t> tokens);
 
   DecoderStats stats() const;
+
+  // The MTP draft head (spec/model.md §9), with DecoderOptions::mtp on a model that has one. The
+  // three calls keep engine::Backend's contract (include/strata/engine/backend.h): mtp_sync()
+  // fills the MTP cache for committed positions whose next token is committed too, mtp_start()
+  // then slot n_past() - 1 with `next`, mtp_continue() one speculative chain step on the head's
+  // own wide output; each returns the draft logits of the slots it filled ([rows, n_vocab]),
+  // oldest first. mtp_window() must follow every forward() (before commit()): it keeps that
+  // window's pre-mixer wide rows on the device, and the rows commit() keeps become the MTP input
+  // at the next MTP call. A forward() drops the chain's speculative slots. With a sink the MTP
+  // steps run without a graph and report the reference's stages (mtp_input, the block's, mtp_mix,
+  // mtp_head).
+  bool has_mtp() const;
+  Status mtp_window();
+  Result<std::vector<float>> mtp_sync(const reference::StageSink* sink = nullptr);
+  Result<std::vector<float>> mtp_start(int32_t next, const reference::StageSink* sink = nullptr);
+  Result<std::vector<float>> mtp_continue(int32_t draft, const reference::StageSink* sink = nullptr);
 
   struct Impl;
  private:

@@ -1,5 +1,6 @@
-// The engine's Backend over cuda::Decoder (include/strata/engine/backend.h). The decoder has no
-// MTP head yet, so this backend drafts by prompt lookup only (has_mtp() is false). Host-only.
+// The engine's Backend over cuda::Decoder (include/strata/engine/backend.h). With
+// BackendOptions::mtp on a model with an MTP block it drafts with the decoder's MTP head
+// (has_mtp() true), else has_mtp() is false and drafts come from prompt lookup. Host-only.
 #pragma once
 
 #include <memory>

@@ -15,6 +15,8 @@ struct ParityOptions {
   int device = 0;
   uint64_t seed = 0x5EED2026u;  // every case derives its inputs from (seed, case parameters)
   std::string filter;           // run only cases whose line starts with / contains this text
+  int shard_index = 0;          // run only the cases whose line hashes to this shard ...
+  int shard_count = 1;          // ... of this many (parallel processes share one run)
   std::string json_path;        // write every case's result here ("" = none)
   bool bench = false;           // time each mmvq case that passed
   int bench_reps = 20;          // timed rounds per case (median reported)

@@ -9,8 +9,7 @@
 //   mtp_start(x), mtp_continue(d) ...   a draft chain (has_mtp() only)
 //
 // Two implementations: the fp32 reference (reference_backend.h) and the CUDA decoder
-// (create_backend(Device::Cuda, ...), built only with CUDA; no MTP yet, so prompt-lookup
-// drafts only).
+// (cuda::create_engine_backend, built only with CUDA), both with the MTP head.
 #pragma once
 
 #include <cstdint>
@@ -52,10 +51,12 @@ class Backend {
 
   virtual bool has_mtp() const = 0;
   // Fills the MTP cache for every committed position whose next token is committed too
-  // (slots .. n_past() - 2) and returns their draft logits, oldest first ([rows, n_vocab]).
+  // (slots .. n_past() - 2) and returns their draft logits, oldest first ([rows, n_vocab]; with
+  // BackendOptions::mtp_all_logits off, at most the last row).
   virtual Result<std::vector<float>> mtp_sync() = 0;
   // mtp_sync(), then slot n_past() - 1 with `next`, the token at n_past() (chosen, not yet run).
-  // Returns the logits of every slot filled; the last row drafts the token after `next`.
+  // Returns the logits of every slot filled (only the last without mtp_all_logits); the last
+  // row drafts the token after `next`.
   // Drops the slots of any earlier chain first.
   virtual Result<std::vector<float>> mtp_start(int32_t next) = 0;
   // One more chain step on the head's own wide output with `draft` (the token after the
@@ -69,6 +70,10 @@ enum class Device { Cpu, Cuda };
 struct BackendOptions {
   Device device = Device::Cpu;
   bool mtp = false;                                   // keep the MTP cache (drafts or --mtp-logits-out)
+  // mtp_sync / mtp_start return the logits of every slot they fill (recording, --mtp-logits-out);
+  // off, only the last row (what drafting reads), so a long prompt's first draft does not hold
+  // prompt x n_vocab floats on the host.
+  bool mtp_all_logits = false;
   reference::GdnPath prefill_gdn = reference::GdnPath::Auto;  // reference only: the prompt's GDN form
   int64_t max_ctx = 4096;                             // cuda only: KV capacity
   // reference only: the trunk forward's stage sink (`strata bench` meters time and bytes with
@@ -77,8 +82,7 @@ struct BackendOptions {
 };
 
 // The reference backend for Device::Cpu; Device::Cuda gives the "built without CUDA" error
-// (a CUDA build's CLI takes cuda::create_engine_backend instead, which also refuses
-// options.mtp: the CUDA decoder has no MTP head yet).
+// (a CUDA build's CLI takes cuda::create_engine_backend instead).
 Result<std::unique_ptr<Backend>> create_backend(const reference::Model& model, const BackendOptions& options);
 
 }  // namespace strata::engine

@@ -68,6 +68,7 @@ class ReferenceBackend final : public Backend {
 
   const reference::Model& model_;
   bool mtp_;
+  bool mtp_all_logits_;
   reference::GdnPath prefill_gdn_;
   const reference::StageSink* sink_;
   reference::SequenceState state_;

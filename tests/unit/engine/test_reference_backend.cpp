@@ -152,6 +152,26 @@ TEST_F(ReferenceBackendTest, MtpChainsLeaveOnlyTrunkFedSlots) {
   EXPECT_EQ(a->state().mtp.n, a->state().n_past);  // slots 0 .. n_past - 1
 }
 
+// Drafting reads only the newest MTP row: without mtp_all_logits mtp_start returns that row
+// alone, equal to the last row of the all-rows mode, however many slots it filled.
+TEST_F(ReferenceBackendTest, MtpStartReturnsOnlyTheLastRowUnlessAllAreAsked) {
+  const int64_t vocab = model_->config().n_vocab;
+  const Ids prompt = tokens(9, 31);
+  BackendOptions o;
+  o.mtp = true;
+  ReferenceBackend last(*model_, o);
+  o.mtp_all_logits = true;
+  ReferenceBackend all(*model_, o);
+  ASSERT_TRUE(last.prefill(prompt, LogitRows::None).ok());
+  ASSERT_TRUE(all.prefill(prompt, LogitRows::None).ok());
+  auto rl = last.mtp_start(5), ra = all.mtp_start(5);
+  ASSERT_TRUE(rl.ok() && ra.ok());
+  ASSERT_EQ(static_cast<int64_t>(ra->size()), vocab * static_cast<int64_t>(prompt.size()));  // slots 0 .. P - 1
+  ASSERT_EQ(static_cast<int64_t>(rl->size()), vocab);
+  EXPECT_TRUE(std::equal(rl->begin(), rl->end(), ra->end() - vocab));
+  expect_same_state(last.state(), all.state());
+}
+
 struct Generated {
   Ids ids;
   std::vector<float> logits, mtp_logits;
@@ -162,6 +182,7 @@ Generated run_generate(const reference::Model& model, const Ids& prompt, int n, 
                  SamplerConfig sampling = {}) {
   BackendOptions o;
   o.mtp = true;
+  o.mtp_all_logits = record_mtp;
   ReferenceBackend backend(model, o);
   auto sampler = Sampler::create(sampling);
   EXPECT_TRUE(sampler.ok());

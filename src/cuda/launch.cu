@@ -1,0 +1,36 @@
+// pdl_enabled() and the per-device capability check the launch helpers share (launch.cuh).
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "launch.cuh"
+
+namespace strata::cuda {
+
+bool device_cc_major_at_least(int major) {
+  static std::mutex mu;
+  static std::vector<int> cc_major;  // by device id; -1 not asked yet
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  std::lock_guard<std::mutex> lock(mu);
+  if (static_cast<int>(cc_major.size()) <= device) cc_major.resize(static_cast<size_t>(device) + 1, -1);
+  int& known = cc_major[static_cast<size_t>(device)];
+  if (known < 0 && cudaDeviceGetAttribute(&known, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) known = 0;
+  return known >= major;
+}
+
+bool pdl_enabled() {
+  // Read once: flipping it between a graph's capture and its replay would not change the graph.
+  // Off unless asked for: with it on, the decoder's 128-token greedy check on the H200
+  // (2026-11-30) diverged from the reference at a different token on each run while every
+  // kernel case passed, so some kernel breaks the contract of launch.cuh (not yet found); it
+  // bought 1.5% (8.02 against 8.15 ms per token, bench/results/2026-11-30-h200-fusion).
+  static const bool env_allows = [] {
+    const char* v = std::getenv("STRATA_PDL");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return env_allows && device_cc_major_at_least(9);
+}
+
+}  // namespace strata::cuda
