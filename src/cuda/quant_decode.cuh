@@ -314,12 +314,9 @@ STRATA_HD Group nibbles_k(const uint8_t* qs, int ch, int g) {
   return {(ld32(qs, o) >> sh) & 0x0F0F0F0Fu, (ld32(qs, o + 4) >> sh) & 0x0F0F0F0Fu};
 }
 
-template <>
-struct Dec<Type::Q4_K> {
-  static constexpr int QK = 256, TS = 144;
-  static constexpr bool kSplit = false, kMin = true;
-  static constexpr Grid kGrid = Grid::None;
-  STRATA_HD static Group group(const uint8_t* b, int ch, int g, const Tables&) { return nibbles_k(b + 16, ch, g); }
+// Q4_K and Q5_K share the super-block header: d and dmin (f16) at 0 and 2, then 12 bytes of
+// 6-bit scales and mins; chunk ch takes pair ch of them.
+struct KScaleMin {
   STRATA_HD static float scale(const uint8_t* b, int ch, int) {
     int sc, m;
     scale_min_k4(b + 4, ch, sc, m);
@@ -334,7 +331,15 @@ struct Dec<Type::Q4_K> {
 };
 
 template <>
-struct Dec<Type::Q5_K> {
+struct Dec<Type::Q4_K> : KScaleMin {
+  static constexpr int QK = 256, TS = 144;
+  static constexpr bool kSplit = false, kMin = true;
+  static constexpr Grid kGrid = Grid::None;
+  STRATA_HD static Group group(const uint8_t* b, int ch, int g, const Tables&) { return nibbles_k(b + 16, ch, g); }
+};
+
+template <>
+struct Dec<Type::Q5_K> : KScaleMin {
   static constexpr int QK = 256, TS = 176;
   static constexpr bool kSplit = false, kMin = true;
   static constexpr Grid kGrid = Grid::None;
@@ -343,16 +348,6 @@ struct Dec<Type::Q5_K> {
     const uint32_t h0 = (ld32(b, 16 + 8 * g) >> ch) & 0x01010101u;  // bit ch of qh[k]
     const uint32_t h1 = (ld32(b, 20 + 8 * g) >> ch) & 0x01010101u;
     return {n.lo | (h0 << 4), n.hi | (h1 << 4)};
-  }
-  STRATA_HD static float scale(const uint8_t* b, int ch, int) {
-    int sc, m;
-    scale_min_k4(b + 4, ch, sc, m);
-    return mul_rn(f16_at(b, 0), static_cast<float>(sc));
-  }
-  STRATA_HD static float min(const uint8_t* b, int ch) {
-    int sc, m;
-    scale_min_k4(b + 4, ch, sc, m);
-    return -mul_rn(f16_at(b, 2), static_cast<float>(m));
   }
 };
 
