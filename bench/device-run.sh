@@ -10,7 +10,8 @@
 #
 # Usage (device): bash bench/device-run.sh [extra strata bench args]
 # STRATA_DEVICE_STEPS=a,b runs only the named steps (devices, parity, parity-decoder, run-spec,
-# bench) after the build; unset runs them all.
+# bench, kernels) after the build; unset runs them all but `kernels` (per-kernel ncu times,
+# bench/kernel-profile.sh, about a minute).
 # Steps and their logs: $OUT/steps.txt, $OUT/<step>.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -171,6 +172,10 @@ done
 # off by default, src/cuda/launch.cu says why).
 guard bench-iq3_xxs-pdl 45 0 env STRATA_PDL=1 "$strata" bench --device cuda --synth iq3_xxs --layers 48 --ctx 4096 \
   --gen 128 --forced --synth-dir /tmp/strata-shape --json "$OUT/bench-iq3_xxs-pdl.json" "$@"
+
+if [[ ",${STRATA_DEVICE_STEPS:-}," == *",kernels,"* ]]; then
+  guard kernels 120 0 bash bench/kernel-profile.sh "$strata" iq3_xxs
+fi
 
 echo "== summary"
 echo "build_seconds $build_s (nproc $(nproc))"

@@ -9,9 +9,15 @@
 //                 then a verify window [x, d1, d2, d3] committed at 2 rows (the chain's slots are
 //                 dropped, only the kept rows feed the MTP) and mtp_start(y) + 2 chain steps.
 //                 Every row's logits within the bound (relative L2 per row), the row counts equal.
+//   decoder_mtp_stages  the same prompt, then every stage of the MTP steps that fill slots
+//                 0 .. P-2 (mtp_input, the block's stages, mtp_mix, mtp_head) against
+//                 reference::forward_mtp's, per slot: the first stage beyond the bound says where
+//                 a decoder_mtp difference starts.
 // Models without an MTP block, and quantized ones, report SKIP. `--filter decoder_mtp` runs only
-// this case.
+// these cases.
 #include <algorithm>
+#include <map>
+#include <tuple>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -23,7 +29,9 @@
 #include "strata/cuda/decoder.h"
 #include "strata/cuda/mmvq.h"
 #include "strata/engine/backend.h"
+#include "strata/reference/forward.h"
 #include "strata/reference/model.h"
+#include "strata/reference/state.h"
 
 namespace strata::cuda {
 namespace {
@@ -96,12 +104,104 @@ struct GpuSide {
   }
 };
 
+// Stage rows by (stage, block, position), in the order the stages were first emitted: the GPU
+// emits an MTP fill in steps of up to 8 rows, the reference in one call, so rows are keyed by
+// their slot rather than by call.
+struct SlotStageLog {
+  std::vector<std::pair<std::string, int>> order;
+  std::map<std::tuple<std::string, int, int64_t>, std::vector<float>> rows;
+  reference::StageSink sink() {
+    return [this](std::string_view stage, int block, int64_t pos0, int64_t n_rows, std::span<const float> v) {
+      const std::pair<std::string, int> key{std::string(stage), block};
+      if (std::find(order.begin(), order.end(), key) == order.end()) order.push_back(key);
+      const size_t cols = n_rows > 0 ? v.size() / static_cast<size_t>(n_rows) : 0;
+      for (int64_t r = 0; r < n_rows; ++r)
+        rows[{key.first, block, pos0 + r}].assign(v.begin() + r * cols, v.begin() + (r + 1) * cols);
+    };
+  }
+};
+
+// Fills the MTP slots of a prompt on both sides with stage dumps and compares them slot by slot.
+std::string stage_line(const std::string& label) {
+  return fmt::format("decoder_mtp_stages(model={}, P={})", label, kMtpPrompt);
+}
+
+Status mtp_stage_case(Reporter& rep, const reference::Model& ref, Decoder& dec, std::span<const int32_t> prompt,
+                      const std::string& label) {
+  CaseResult r;
+  r.op = "decoder_mtp_stages";
+  r.line = stage_line(label);
+  r.params = {{"model", label}, {"P", static_cast<int64_t>(prompt.size())}};
+  if (!rep.wanted(r.line)) return Status::ok_status();
+  const model::ModelConfig& c = ref.config();
+  const int64_t P = static_cast<int64_t>(prompt.size()), W = c.n_wide();
+  SlotStageLog want, got;
+  const reference::StageSink want_sink = want.sink(), got_sink = got.sink();
+
+  reference::SequenceState st = reference::SequenceState::create(c);
+  reference::ForwardOptions fo;
+  fo.gdn = reference::GdnPath::Recurrent;  // the GPU's form of the recurrence
+  auto trunk = reference::forward(ref, st, prompt, fo);
+  if (!trunk) return trunk.status();
+  fo.sink = &want_sink;
+  const std::span<const float> wide(trunk->wide.data(), static_cast<size_t>((P - 1) * W));
+  auto mtp = reference::forward_mtp(ref, st, wide, prompt.subspan(1), fo);
+  if (!mtp) return mtp.status();
+
+  STRATA_TRY(dec.reset());
+  GpuSide gpu{dec};
+  for (int64_t at = 0, i = 0; at < P; ++i) {
+    const int64_t T = std::min<int64_t>(i % kMaxWindowRows + 1, P - at);
+    STRATA_TRY(gpu.window(prompt.subspan(static_cast<size_t>(at), static_cast<size_t>(T)), static_cast<int>(T)));
+    at += T;
+  }
+  auto filled = dec.mtp_sync(&got_sink);
+  if (!filled) return filled.status();
+
+  // Stage by stage in emission order, slot by slot within a stage: the first row beyond the bound.
+  std::string first_bad, worst_at;
+  double worst = 0.0;
+  int compared = 0;
+  for (const auto& [stage, block] : want.order) {
+    for (int64_t pos = 0; pos + 1 < P; ++pos) {
+      const auto key = std::make_tuple(stage, block, pos);
+      auto w = want.rows.find(key);
+      if (w == want.rows.end()) continue;
+      auto g = got.rows.find(key);
+      const std::string at = fmt::format("{} block {} slot {}", stage, block, pos);
+      if (g == got.rows.end() || g->second.size() != w->second.size()) {
+        if (first_bad.empty()) first_bad = at + ": missing or wrong size on the GPU";
+        continue;
+      }
+      const Diff d = diff(g->second.data(), w->second.data(), w->second.size());
+      ++compared;
+      if (worst_at.empty() || d.rel > worst) {
+        worst = d.rel;
+        worst_at = at;
+      }
+      if (!(d.finite && d.rel <= kMtpF32RelTol) && first_bad.empty()) first_bad = at + ": " + d.text();
+    }
+  }
+  r.status = first_bad.empty() && compared > 0 ? "OK" : "FAIL";
+  r.detail = fmt::format("{} stage rows, worst rel={:.1e} at {} (bound {:.0e})", compared, worst, worst_at,
+                         kMtpF32RelTol);
+  if (!first_bad.empty()) r.detail += "; first beyond bound: " + first_bad;
+  if (compared == 0) r.detail += "; no stage compared";
+  r.metrics = {{"worst_rel", worst}, {"rows", compared}, {"bound", kMtpF32RelTol}};
+  rep.add(std::move(r));
+  return Status::ok_status();
+}
+
 Status mtp_case(const ParityOptions& opt, Reporter& rep, const std::string& path, const std::string& label) {
   CaseResult r;
   r.op = "decoder_mtp";
   r.line = fmt::format("decoder_mtp(model={}, P={}, chain={})", label, kMtpPrompt, kMtpChain);
   r.params = {{"model", label}, {"P", kMtpPrompt}, {"chain", kMtpChain}};
-  if (!rep.wanted(r.line)) return Status::ok_status();
+  // The stage case shares this one's set-up: run when either line is wanted (the logit rows are
+  // compared only when this line is).
+  const bool stages = rep.wanted(stage_line(label));
+  const bool rows = rep.wanted(r.line);
+  if (!rows && !stages) return Status::ok_status();
   auto ref = reference::Model::open(path);
   if (!ref) {
     r.status = "FAIL";
@@ -127,6 +227,7 @@ Status mtp_case(const ParityOptions& opt, Reporter& rep, const std::string& path
   dopt.max_ctx = kMtpMaxCtx;
   dopt.max_window = kMaxWindowRows;
   dopt.mtp = true;
+  dopt.mtp_all_logits = true;  // every filled slot's row is compared, not only the newest
   auto dec = Decoder::create(c, (*ref)->weights(), dopt);
   if (!dec) {
     r.status = "FAIL";
@@ -137,6 +238,7 @@ Status mtp_case(const ParityOptions& opt, Reporter& rep, const std::string& path
   if (!(*dec)->has_mtp()) return Status::error("parity: decoder_mtp: the decoder reports no MTP head");
   engine::BackendOptions bo;
   bo.mtp = true;
+  bo.mtp_all_logits = true;
   bo.prefill_gdn = reference::GdnPath::Recurrent;  // the GPU's form of the recurrence
   auto want = engine::create_backend(**ref, bo);
   if (!want) return want.status();
@@ -147,67 +249,69 @@ Status mtp_case(const ParityOptions& opt, Reporter& rep, const std::string& path
   std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(c.n_vocab) - 1);
   std::vector<int32_t> prompt(kMtpPrompt);
   for (int32_t& t : prompt) t = id(rng);
-  RowCheck check;
-  check.vocab = c.n_vocab;
-  check.tol = kMtpF32RelTol;
-  const int64_t P = kMtpPrompt;
+  if (rows) {
+    RowCheck check;
+    check.vocab = c.n_vocab;
+    check.tol = kMtpF32RelTol;
+    const int64_t P = kMtpPrompt;
 
-  // The prompt: the reference in one pass, the GPU in windows of 1, 2, .., 8 rows.
-  auto pre = cpu.prefill(prompt, engine::LogitRows::None);
-  if (!pre) return pre.status();
-  for (int64_t at = 0, i = 0; at < P; ++i) {
-    const int64_t T = std::min<int64_t>(i % kMaxWindowRows + 1, P - at);
-    STRATA_TRY(gpu.window(std::span<const int32_t>(prompt).subspan(static_cast<size_t>(at), static_cast<size_t>(T)),
-                          static_cast<int>(T)));
-    at += T;
-  }
-  auto want_sync = cpu.mtp_sync();
-  if (!want_sync) return want_sync.status();
-  auto got_sync = gpu.dec.mtp_sync();
-  if (!got_sync) return got_sync.status();
-  check.compare("sync", 0, *got_sync, *want_sync);
-
-  // mtp_start (its rows from slot0 on), then `steps` speculative slots on the reference's drafts.
-  const auto chain = [&](const std::string& what, int32_t next, int64_t slot0, int steps,
-                         std::vector<int32_t>& drafts) -> Status {
-    auto w = cpu.mtp_start(next);
-    if (!w) return w.status();
-    auto g = gpu.dec.mtp_start(next);
-    if (!g) return g.status();
-    check.compare(what + " start", slot0, *g, *w);
-    int64_t slot = slot0 + static_cast<int64_t>(w->size() / check.vocab) - 1;  // the start's last row
-    for (int k = 0; k < steps; ++k) {
-      const std::span<const float> last(w->data() + w->size() - check.vocab, check.vocab);
-      drafts.push_back(argmax_row(last));
-      w = cpu.mtp_continue(drafts.back());
-      if (!w) return w.status();
-      g = gpu.dec.mtp_continue(drafts.back());
-      if (!g) return g.status();
-      check.compare(fmt::format("{} chain step {}", what, k + 1), ++slot, *g, *w);
+    // The prompt: the reference in one pass, the GPU in windows of 1, 2, .., 8 rows.
+    auto pre = cpu.prefill(prompt, engine::LogitRows::None);
+    if (!pre) return pre.status();
+    for (int64_t at = 0, i = 0; at < P; ++i) {
+      const int64_t T = std::min<int64_t>(i % kMaxWindowRows + 1, P - at);
+      STRATA_TRY(gpu.window(std::span<const int32_t>(prompt).subspan(static_cast<size_t>(at), static_cast<size_t>(T)),
+                            static_cast<int>(T)));
+      at += T;
     }
-    return Status::ok_status();
-  };
-  const int32_t x = id(rng), y = id(rng);
-  std::vector<int32_t> drafts;
-  STRATA_TRY(chain("first", x, P - 1, kMtpChain, drafts));
+    auto want_sync = cpu.mtp_sync();
+    if (!want_sync) return want_sync.status();
+    auto got_sync = gpu.dec.mtp_sync();
+    if (!got_sync) return got_sync.status();
+    check.compare("sync", 0, *got_sync, *want_sync);
 
-  // Verify window [x, d1, d2, d3] kept at 2 rows: the chain's slots go, rows P and P+1 feed the MTP.
-  std::vector<int32_t> window{x};
-  window.insert(window.end(), drafts.begin(), drafts.end());
-  auto fw = cpu.forward(window, engine::LogitRows::None);
-  if (!fw) return fw.status();
-  STRATA_TRY(cpu.commit(2));
-  STRATA_TRY(gpu.window(window, 2));
-  std::vector<int32_t> drafts2;
-  STRATA_TRY(chain("after rollback", y, P, 2, drafts2));
+    // mtp_start (its rows from slot0 on), then `steps` speculative slots on the reference's drafts.
+    const auto chain = [&](const std::string& what, int32_t next, int64_t slot0, int steps,
+                           std::vector<int32_t>& drafts) -> Status {
+      auto w = cpu.mtp_start(next);
+      if (!w) return w.status();
+      auto g = gpu.dec.mtp_start(next);
+      if (!g) return g.status();
+      check.compare(what + " start", slot0, *g, *w);
+      int64_t slot = slot0 + static_cast<int64_t>(w->size() / check.vocab) - 1;  // the start's last row
+      for (int k = 0; k < steps; ++k) {
+        const std::span<const float> last(w->data() + w->size() - check.vocab, check.vocab);
+        drafts.push_back(argmax_row(last));
+        w = cpu.mtp_continue(drafts.back());
+        if (!w) return w.status();
+        g = gpu.dec.mtp_continue(drafts.back());
+        if (!g) return g.status();
+        check.compare(fmt::format("{} chain step {}", what, k + 1), ++slot, *g, *w);
+      }
+      return Status::ok_status();
+    };
+    const int32_t x = id(rng), y = id(rng);
+    std::vector<int32_t> drafts;
+    STRATA_TRY(chain("first", x, P - 1, kMtpChain, drafts));
 
-  r.status = check.first_bad.empty() ? "OK" : "FAIL";
-  r.detail = fmt::format("{} logit rows, worst rel={:.1e} at {} (bound {:.0e})", check.rows, check.worst,
-                         check.worst_at, check.tol);
-  if (!check.first_bad.empty()) r.detail += "; first beyond bound: " + check.first_bad;
-  r.metrics = {{"worst_rel", check.worst}, {"rows", check.rows}, {"bound", check.tol}};
-  rep.add(std::move(r));
-  return Status::ok_status();
+    // Verify window [x, d1, d2, d3] kept at 2 rows: the chain's slots go, rows P and P+1 feed the MTP.
+    std::vector<int32_t> window{x};
+    window.insert(window.end(), drafts.begin(), drafts.end());
+    auto fw = cpu.forward(window, engine::LogitRows::None);
+    if (!fw) return fw.status();
+    STRATA_TRY(cpu.commit(2));
+    STRATA_TRY(gpu.window(window, 2));
+    std::vector<int32_t> drafts2;
+    STRATA_TRY(chain("after rollback", y, P, 2, drafts2));
+
+    r.status = check.first_bad.empty() ? "OK" : "FAIL";
+    r.detail = fmt::format("{} logit rows, worst rel={:.1e} at {} (bound {:.0e})", check.rows, check.worst,
+                           check.worst_at, check.tol);
+    if (!check.first_bad.empty()) r.detail += "; first beyond bound: " + check.first_bad;
+    r.metrics = {{"worst_rel", check.worst}, {"rows", check.rows}, {"bound", check.tol}};
+    rep.add(std::move(r));
+  }
+  return stages ? mtp_stage_case(rep, **ref, **dec, prompt, label) : Status::ok_status();
 }
 
 }  // namespace
