@@ -162,7 +162,7 @@ __device__ __forceinline__ void load_floats(const float* p, float* f) {
 }
 
 constexpr int kPreThreads = 256;
-constexpr int kPreWarps = kPreThreads / 32;
+[[maybe_unused]] constexpr int kPreWarps = kPreThreads / 32;
 constexpr int kPreRows = 4;   // output rows of [down; inject] per cluster
 constexpr int kPreBatch = 2;  // 16-byte vectors per row and thread in flight
 
@@ -213,6 +213,9 @@ __device__ __forceinline__ void load_pre_batch(uint4 (&w)[kPreBatch][kPreRows], 
 
 template <quant::Type WT, int kT>
 __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(const HcPreParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // thread-block clusters need sm_90; hc_fused_supported() keeps older devices off this path
+#else
   constexpr int kVec = kWeightsPerVec<WT>;
   __shared__ double ss_part[kPreWarps][kMaxWindowRows];
   __shared__ float rms[kMaxWindowRows];
@@ -335,11 +338,12 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
     }
   }
   cluster.sync();  // no CTA leaves while rank 0 still reads its shared memory
+#endif
 }
 
 constexpr int kPostThreads = 256;
 constexpr int kPostCols = 32;                                  // one q8_1 block of u per cluster
-constexpr int kLanesPerRow = kPostThreads / kPostCols;         // 8 lanes split one row's K
+[[maybe_unused]] constexpr int kLanesPerRow = kPostThreads / kPostCols;         // 8 lanes split one row's K
 constexpr int kPostBatch = 8;                                  // 16-byte vectors per lane in flight
 
 struct HcPostParams {
@@ -366,6 +370,9 @@ __device__ __forceinline__ void load_post_batch(uint4 (&w)[kPostBatch], const ui
 
 template <quant::Type WT, int kT>
 __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // thread-block clusters need sm_90; hc_fused_supported() keeps older devices off this path
+#else
   constexpr int kVec = kWeightsPerVec<WT>;
   __shared__ float prod[kMaxWindowRows * kPostCols];  // sigmoid(g) * xn of this stream; rank 0 reads it
   __shared__ __align__(16) float ublk[kMaxWindowRows][kPostCols];
@@ -441,6 +448,7 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
     }
   }
   cluster.sync();  // no CTA leaves while rank 0 still reads its shared memory
+#endif
 }
 
 Status fail(const char* op, const std::string& what) { return Status::error(std::string("cuda: ") + op + ": " + what); }
