@@ -137,16 +137,27 @@ Status hc_gate_mean_case(const ParityOptions& opt, Reporter& rep, const HcGeomet
                 diff(got.data(), want.data(), want.size()), kHcRelTol, launch);
 }
 
+// The combine cases' inputs (alpha around 1, as 2 sigmoid(a / S) is) and the reference's result.
+struct CombineCase {
+  std::vector<float> x, y, alpha, want;
+  CombineCase(uint64_t seed, const HcGeometry& g, int T)
+      : x(random_normal(seed, static_cast<size_t>(T) * g.S * g.H)),
+        y(random_normal(seed + 1, static_cast<size_t>(T) * g.H)),
+        alpha(random_normal(seed + 2, static_cast<size_t>(T) * g.S, 0.3f)) {
+    for (float& v : alpha) v += 1.0f;
+    want = x;
+    reference::hc_combine(want, y, alpha, g.S, g.H, T);
+  }
+};
+
 Status hc_combine_case(const ParityOptions& opt, Reporter& rep, const HcGeometry& g, int T) {
   const std::string line = fmt::format("hc_combine(T={}, S={}, H={})", T, g.S, g.H);
   if (!rep.wanted(line)) return Status::ok_status();
-  const uint64_t seed = case_seed(opt.seed, line);
-  const size_t n = static_cast<size_t>(T) * g.S * g.H;
-  const std::vector<float> x = random_normal(seed, n), y = random_normal(seed + 1, static_cast<size_t>(T) * g.H);
-  std::vector<float> alpha = random_normal(seed + 2, static_cast<size_t>(T) * g.S, 0.3f);
-  for (float& v : alpha) v += 1.0f;
-  std::vector<float> want(x);
-  reference::hc_combine(want, y, alpha, g.S, g.H, T);
+  const CombineCase c(case_seed(opt.seed, line), g, T);
+  const std::vector<float>& x = c.x;
+  const std::vector<float>& y = c.y;
+  const std::vector<float>& alpha = c.alpha;
+  const std::vector<float>& want = c.want;
   DeviceBuffer dx, dy, da;
   STRATA_TRY(upload(dx, x));
   STRATA_TRY(upload(dy, y));
@@ -159,13 +170,12 @@ Status hc_combine_case(const ParityOptions& opt, Reporter& rep, const HcGeometry
 Status hc_combine_into_case(const ParityOptions& opt, Reporter& rep, const HcGeometry& g, int T) {
   const std::string line = fmt::format("hc_combine_into(T={}, S={}, H={})", T, g.S, g.H);
   if (!rep.wanted(line)) return Status::ok_status();
-  const uint64_t seed = case_seed(opt.seed, line);
-  const size_t n = static_cast<size_t>(T) * g.S * g.H;
-  const std::vector<float> x = random_normal(seed, n), y = random_normal(seed + 1, static_cast<size_t>(T) * g.H);
-  std::vector<float> alpha = random_normal(seed + 2, static_cast<size_t>(T) * g.S, 0.3f);
-  for (float& v : alpha) v += 1.0f;
-  std::vector<float> want(x);
-  reference::hc_combine(want, y, alpha, g.S, g.H, T);
+  const CombineCase c(case_seed(opt.seed, line), g, T);
+  const size_t n = c.x.size();
+  const std::vector<float>& x = c.x;
+  const std::vector<float>& y = c.y;
+  const std::vector<float>& alpha = c.alpha;
+  std::vector<float> want = c.want;
   want.insert(want.end(), x.begin(), x.end());  // and x as it was
   DeviceBuffer dx, dy, da, dout;
   STRATA_TRY(upload(dx, x));

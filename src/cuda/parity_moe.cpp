@@ -244,6 +244,32 @@ struct Experts {
   int64_t bytes_pe = 0;                          // weight bytes one expert's call reads
 };
 
+// The kernels' view of a case's expert tensors: gate|up as one tensor (fused) or two, and down.
+ExpertWeights expert_weights(const Geometry& g, const Experts& gu, const Experts& dn) {
+  const auto tensor = [](const Experts& ex, const DeviceBuffer& d, int64_t rows) {
+    DTensor t;
+    t.type = ex.type;
+    t.data = d.get();
+    t.rows = rows;
+    t.cols = ex.cols;
+    t.row_bytes = ex.row_bytes;
+    return t;
+  };
+  const int64_t E = g.n_expert;
+  ExpertWeights w;
+  w.n_expert = g.n_expert;
+  w.n_ff = g.n_ff;
+  w.n_embd = g.n_embd;
+  if (g.fused) {
+    w.gate_up = tensor(gu, gu.d0, E * 2 * g.n_ff);
+  } else {
+    w.gate = tensor(gu, gu.d0, E * g.n_ff);
+    w.up = tensor(gu, gu.d1, E * g.n_ff);
+  }
+  w.down = tensor(dn, dn.d0, E * g.n_embd);
+  return w;
+}
+
 Status make_experts(Type t, const Geometry& g, int64_t rows_pe, int64_t cols, bool split_halves, const std::vector<int>& pool,
                     uint64_t seed, Experts& ex) {
   const auto info = *quant::type_info(t);
@@ -352,26 +378,7 @@ Status run_grouped_case(const ParityOptions& opt, Reporter& rep, const Geometry&
   for (int p = 0; p < n; ++p) expert_of[p] = ro.ids[static_cast<size_t>(order[p])];
 
   // Device inputs: u (f32 and q8_1), routing, NaN-filled scratch (stale) and y.
-  ExpertWeights w;
-  w.n_expert = g.n_expert;
-  w.n_ff = g.n_ff;
-  w.n_embd = g.n_embd;
-  const auto tensor = [](const Experts& ex, const DeviceBuffer& d, int64_t rows) {
-    DTensor t;
-    t.type = ex.type;
-    t.data = d.get();
-    t.rows = rows;
-    t.cols = ex.cols;
-    t.row_bytes = ex.row_bytes;
-    return t;
-  };
-  if (g.fused) {
-    w.gate_up = tensor(gu, gu.d0, g.n_expert * 2 * ff);
-  } else {
-    w.gate = tensor(gu, gu.d0, g.n_expert * ff);
-    w.up = tensor(gu, gu.d1, g.n_expert * ff);
-  }
-  w.down = tensor(dn, dn.d0, g.n_expert * H);
+  const ExpertWeights w = expert_weights(g, gu, dn);
   DeviceBuffer du, duq, dids, dw, dscratch, dy;
   STRATA_TRY(upload(du, u));
   const int64_t q8s = q8_stride_for(H);
@@ -816,26 +823,7 @@ Status run_pregrouped_cases(const ParityOptions& opt, Reporter& rep) {
                             case_seed(opt.seed, fmt::format("pregrouped gate_up {}", type_name(c.gate))), gu));
     STRATA_TRY(make_experts(c.down, g, g.n_embd, g.n_ff, false, pool,
                             case_seed(opt.seed, fmt::format("pregrouped down {}", type_name(c.down))), dn));
-    ExpertWeights w;
-    w.n_expert = g.n_expert;
-    w.n_ff = g.n_ff;
-    w.n_embd = g.n_embd;
-    const auto tensor = [](const Experts& ex, const DeviceBuffer& d, int64_t rows) {
-      DTensor t;
-      t.type = ex.type;
-      t.data = d.get();
-      t.rows = rows;
-      t.cols = ex.cols;
-      t.row_bytes = ex.row_bytes;
-      return t;
-    };
-    if (g.fused) {
-      w.gate_up = tensor(gu, gu.d0, static_cast<int64_t>(g.n_expert) * 2 * g.n_ff);
-    } else {
-      w.gate = tensor(gu, gu.d0, static_cast<int64_t>(g.n_expert) * g.n_ff);
-      w.up = tensor(gu, gu.d1, static_cast<int64_t>(g.n_expert) * g.n_ff);
-    }
-    w.down = tensor(dn, dn.d0, static_cast<int64_t>(g.n_expert) * g.n_embd);
+    const ExpertWeights w = expert_weights(g, gu, dn);
     for (int T = 1; T <= kMaxWindowRows; ++T) {
       CaseResult r = make_case("native_expert_grouped_pregrouped", lines[static_cast<size_t>(T - 1)],
                                {{"gate_up", type_name(c.gate)}, {"down", type_name(c.down)}, {"n_expert", g.n_expert}, {"T", T}, {"k", k}});
