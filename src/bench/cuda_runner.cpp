@@ -356,6 +356,29 @@ class TimedDecoderBackend final : public engine::Backend {
   Clock::time_point mark_;
 };
 
+// The decode record of a timed run of windows, on top of the prefill's (spec stats from the forced
+// schedule; --spec replaces them with the engine's counts).
+RunResult headline_run(const Options& o, const CudaWindowRun& d, const RunResult& prefill,
+                       std::span<const int32_t> prompt, std::span<const int32_t> emitted) {
+  RunResult r = prefill;
+  r.ctx = o.ctx;
+  r.gen = o.gen;
+  r.tokens_generated = d.tokens;
+  r.windows = d.windows;
+  r.decode_s = d.decode_s;
+  r.decode_tok_s = d.tok_s;
+  for (double ms : d.window_ms) r.window_s.push_back(ms / 1000.0);
+  r.decode_bytes = d.bytes;
+  r.bytes_per_token = d.bytes_per_token;
+  r.experts_per_block = d.experts_per_block;
+  r.roof_fraction = d.roof_fraction;
+  r.prompt_hash = fnv1a(prompt);
+  r.output_hash = fnv1a(emitted);
+  r.output_head.assign(emitted.begin(), emitted.begin() + std::min<size_t>(emitted.size(), 32));
+  r.spec = o.forced ? forced_spec_stats(o.accept, d.window, d.windows) : forced_spec_stats({}, 1, d.windows);
+  return r;
+}
+
 // The greedy prompt's argmax is emitted first by generate, from no decode window: fed, not
 // counted (n_generate = gen + 1), as the CPU bench's --spec does.
 Status spec_decode(cuda::Decoder& dec, const reference::Model& m, const Options& o, double roof_bytes_s,
@@ -388,21 +411,8 @@ Status spec_decode(cuda::Decoder& dec, const reference::Model& m, const Options&
   run.experts_per_block = static_cast<double>(
       std::min<uint64_t>(static_cast<uint64_t>(run.window) * m.config().n_expert_used, m.config().n_expert));
   finish_window_run(run, roof_bytes_s);
-  r.ctx = o.ctx;
-  r.gen = o.gen;
-  r.tokens_generated = run.tokens;
-  r.windows = run.windows;
-  r.decode_s = run.decode_s;
-  r.decode_tok_s = run.tok_s;
-  for (double ms : run.window_ms) r.window_s.push_back(ms / 1000.0);
-  r.decode_bytes = run.bytes;
-  r.bytes_per_token = run.bytes_per_token;
-  r.experts_per_block = run.experts_per_block;
-  r.roof_fraction = run.roof_fraction;
-  r.prompt_hash = fnv1a(prompt);
-  r.output_hash = fnv1a(emitted);
-  r.output_head.assign(emitted.begin(), emitted.begin() + std::min<size_t>(emitted.size(), 32));
-  r.spec = out->stats;
+  r = headline_run(o, run, r, prompt, emitted);
+  r.spec = out->stats;  // the engine's own counts, not the forced schedule's
   if (r.spec.windows != run.windows || run.tokens != r.spec.windows + r.spec.accepted) {
     return Status::error(fmt::format("strata bench: --spec: inconsistent counts ({} windows timed, {} counted, {} "
                                      "tokens, {} accepted)",
@@ -411,26 +421,6 @@ Status spec_decode(cuda::Decoder& dec, const reference::Model& m, const Options&
   return Status::ok_status();
 }
 
-RunResult headline_run(const Options& o, const CudaWindowRun& d, const RunResult& prefill,
-                       std::span<const int32_t> prompt, std::span<const int32_t> emitted) {
-  RunResult r = prefill;
-  r.ctx = o.ctx;
-  r.gen = o.gen;
-  r.tokens_generated = d.tokens;
-  r.windows = d.windows;
-  r.decode_s = d.decode_s;
-  r.decode_tok_s = d.tok_s;
-  for (double ms : d.window_ms) r.window_s.push_back(ms / 1000.0);
-  r.decode_bytes = d.bytes;
-  r.bytes_per_token = d.bytes_per_token;
-  r.experts_per_block = d.experts_per_block;
-  r.roof_fraction = d.roof_fraction;
-  r.prompt_hash = fnv1a(prompt);
-  r.output_hash = fnv1a(emitted);
-  r.output_head.assign(emitted.begin(), emitted.begin() + std::min<size_t>(emitted.size(), 32));
-  r.spec = o.forced ? forced_spec_stats(o.accept, d.window, d.windows) : forced_spec_stats({}, 1, d.windows);
-  return r;
-}
 
 Status check_capacity(const Options& o, const model::ModelConfig& c) {
   const int64_t needed = cache_tokens(o);
