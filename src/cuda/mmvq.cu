@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mmvq.cuh"
+#include "mmvq_direct.h"
 
 namespace strata::cuda {
 namespace mmvq_detail {
@@ -110,6 +111,7 @@ Result<mmvq_detail::Shape> check(const MmvqArgs& a) {
 }
 
 Result<MmvqPlan> plan_for(Type type, const mmvq_detail::Shape& p, const mmvq_detail::DeviceCaps& caps) {
+  if (mmvq_detail::direct_supports(type, p)) return mmvq_detail::plan_direct(type, p, caps);
   switch (type) {
 #define STRATA_CASE(name) \
   case Type::name: return mmvq_detail::plan_quant<Type::name>(p, caps);
@@ -159,6 +161,7 @@ Status mmvq(const MmvqArgs& args, Stream stream) {
     return Status::error("cuda: mmvq: needs compute capability 7.5 or newer (int8 tensor cores)");
   auto plan = plan_for(args.type, *shape, *caps);
   if (!plan) return plan.status();
+  if (mmvq_detail::direct_supports(args.type, *shape)) return mmvq_detail::launch_direct(args.type, *shape, *plan, stream);
   switch (args.type) {
 #define STRATA_CASE(name) \
   case Type::name: return mmvq_detail::launch_quant<Type::name>(*shape, *plan, stream);

@@ -486,8 +486,8 @@ Status run_mmvq_cases(const ParityOptions& opt, Reporter& rep, double roof_gb_s,
             auto b = bench_mmvq(a, static_cast<size_t>(weight_bytes), l2_bytes, opt.bench_reps);
             if (!b) return b.status();
             const double frac = roof_gb_s > 0 ? b->gb_s / roof_gb_s : 0.0;
-            r.detail += fmt::format(" | {:.2f} us {:.0f} GB/s {:.1f}% roof (ks={} grid={} occ={})", b->us, b->gb_s, 100 * frac,
-                                    plan->ksplit, plan->grid, plan->ctas_per_sm);
+            r.detail += fmt::format(" | {:.2f} us {:.0f} GB/s {:.1f}% roof ({} ks={} grid={} occ={})", b->us, b->gb_s,
+                                    100 * frac, plan->kernel, plan->ksplit, plan->grid, plan->ctas_per_sm);
             r.metrics["bench"] = {{"us", b->us}, {"gb_s", b->gb_s}, {"roof_fraction", frac}, {"copies", b->copies},
                                   {"launches_per_graph", b->launches}, {"reps", opt.bench_reps}};
             table.push_back({type_name(t), rows, cols, T, b->gb_s, frac, b->us});
