@@ -63,6 +63,17 @@ constexpr double kQuantStageRelTol = 1e-1;
 // everything after it in that block, and every later block (and the head) at that row and at
 // later rows (their mixers read the diverged row's state), are not compared; the flip and the
 // skipped count are reported.
+// The MoE stages (router, experts, shared) again, from the GPU's own MoE input (its hc_ffn_mix
+// rows) through reference::moe_layer: both sides then quantize the same input to the same q8_1
+// bytes, and only fp32 summation order and the re-quantization of the SwiGLU product before the
+// down projection remain (H200, 2026-11-30: 2e-7 .. 9.4e-4 per block on the synthetic slices). This is the verdict for those stages:
+// the chained comparison above cannot give one where the model itself is ill-conditioned, e.g. a
+// row whose weight splits between two experts by a router logit gap that q8_1 noise of logits in
+// the hundreds moves (the CPU reference jittered by 1e-6 moved such a row by 2.5e-1 on the iq2_xs
+// slice). 1e-2 is 10x the worst remainder; a wrong term of more than ~1% fails.
+constexpr double kMoeOwnInputRelTol = 1e-2;
+// A row whose chained MoE stage is beyond the bound while the own-input check passes is such a
+// conditioned row: reported, not failed, and handled like a routing flip from its next stage on.
 // The verify-window check compares the GPU with itself: the same kernels on the same rows, so
 // only a T-dependent summation split could differ (fp32 reordering, ~1e-6).
 constexpr double kVerifyRelTol = 1e-5;
@@ -191,7 +202,25 @@ struct BlockReport {
   std::string first_bad;
   int flips = 0;             // routing flips at this block
   std::string first_flip;
+  double worst_own = 0.0;    // MoE stages against the reference on the GPU's own input
+  int conditioned = 0;       // rows whose chained MoE stage alone was beyond the bound
+  std::string first_conditioned;
 };
+
+// reference::moe_layer on the GPU's MoE input of every block of the window (its hc_ffn_mix rows),
+// logging the router / experts / shared stages.
+void moe_on_gpu_input(const reference::Model& ref, const StageLog& got, int T, int64_t pos, StageLog& own) {
+  const reference::StageSink sink = own.sink();
+  const model::ModelConfig& c = ref.config();
+  for (const auto& [key, u] : got.rows) {
+    if (key.first != "hc_ffn_mix" || key.second < 0 || key.second >= static_cast<int>(ref.weights().blocks.size())) continue;
+    if (u.size() != static_cast<size_t>(T) * c.n_embd) continue;
+    reference::moe_layer(ref.weights().blocks[static_cast<size_t>(key.second)], c.n_expert_used, u, T, key.second, pos,
+                         &sink, ref.pool());
+  }
+}
+
+bool is_moe_stage(const std::string& stage) { return stage == "router" || stage == "experts" || stage == "shared"; }
 
 // Per-block bookkeeping of the stage order of a window (the same for every window): the index
 // of each stage and the index just past each block's last stage.
@@ -226,8 +255,9 @@ Status stage_cases(ModelCase& mc, Reporter& rep, int n_prompt) {
   std::map<int, BlockReport> blocks;
   std::string first_bad;
   int flips = 0;
-  int64_t skipped = 0;     // (stage, row) pairs not compared because of routing flips
-  int earliest_flip = -1;  // the lowest block any earlier row flipped at (-1: none)
+  int n_conditioned = 0;   // rows the own-input check passed while the chained MoE stage did not
+  int64_t skipped = 0;     // (stage, row) pairs not compared because of routing flips or conditioned rows
+  int earliest_flip = -1;  // the lowest block any earlier row flipped or was conditioned at (-1: none)
   int64_t pos = 0;
   for (int i = 0; pos < n_prompt; ++i) {
     const int T = static_cast<int>(std::min<int64_t>(i % kMaxWindowRows + 1, n_prompt - pos));
@@ -242,6 +272,9 @@ Status stage_cases(ModelCase& mc, Reporter& rep, int n_prompt) {
     auto g = mc.dec->forward(window, req);
     if (!g) return g.status();
     STRATA_TRY(mc.dec->commit(T));
+    StageLog own;
+    moe_on_gpu_input(*mc.ref, got, T, pos, own);
+    std::vector<bool> own_flip(static_cast<size_t>(T), false);  // this block's own-input routing differs
     const StageIndex index(want.order);
     // Per row of the window: the stage index from which it is no longer compared.
     std::vector<size_t> stop(static_cast<size_t>(T), want.order.size());
@@ -258,6 +291,9 @@ Status stage_cases(ModelCase& mc, Reporter& rep, int n_prompt) {
         continue;
       }
       const size_t cols = w.size() / static_cast<size_t>(T);
+      const auto own_it = own.rows.find(key);
+      const bool own_check = is_moe_stage(key.first) && own_it != own.rows.end() && own_it->second.size() == w.size();
+      if (key.first == "router") std::fill(own_flip.begin(), own_flip.end(), false);
       for (int t = 0; t < T; ++t) {
         if (k >= stop[static_cast<size_t>(t)]) {
           ++skipped;
@@ -269,19 +305,46 @@ Status stage_cases(ModelCase& mc, Reporter& rep, int n_prompt) {
           br.worst_stage = key.first;
           br.worst_pos = pos + t;
         }
-        if (!(d.rel <= mc.stage_tol) && br.first_bad.empty()) {
+        bool conditioned = false;
+        if (own_check) {
+          const float* own_row = own_it->second.data() + t * cols;
+          if (key.first == "router")
+            own_flip[static_cast<size_t>(t)] =
+                routing_flip({own_row, cols}, {it->second.data() + t * cols, cols}, c.n_expert_used).has_value();
+          const bool compared = key.first == "shared" || !own_flip[static_cast<size_t>(t)];
+          const Diff dl = diff(it->second.data() + t * cols, own_row, cols);
+          if (compared) br.worst_own = std::max(br.worst_own, dl.rel);
+          if (compared && !(dl.rel <= kMoeOwnInputRelTol) && br.first_bad.empty()) {
+            br.first_bad = fmt::format("{} at pos {} (T={}) on the GPU's own input: {} (bound {:.0e})", key.first,
+                                       pos + t, T, dl.text(), kMoeOwnInputRelTol);
+            if (first_bad.empty()) first_bad = fmt::format("block {} {}", key.second, br.first_bad);
+          }
+          conditioned = !(d.rel <= mc.stage_tol) && compared && dl.rel <= kMoeOwnInputRelTol;
+          if (conditioned) {
+            ++n_conditioned;
+            if (br.conditioned++ == 0)
+              br.first_conditioned = fmt::format("{} at pos {}: chained {}, on the GPU's own input rel={:.1e}", key.first,
+                                                 pos + t, d.text(), dl.rel);
+          }
+        } else if (!(d.rel <= mc.stage_tol) && br.first_bad.empty()) {
           br.first_bad = fmt::format("{} at pos {} (T={}): {}", key.first, pos + t, T, d.text());
           if (first_bad.empty()) first_bad = fmt::format("block {} {}", key.second, br.first_bad);
         }
-        if (key.first != "router") continue;
-        const auto flip = routing_flip({w.data() + t * cols, cols}, {it->second.data() + t * cols, cols},
-                                       c.n_expert_used);
-        if (!flip) continue;
-        const std::string text = flip->text(pos + t, key.second);
-        ++flips;
-        if (br.flips++ == 0) br.first_flip = text;
-        // The two sides now run different experts: stop comparing what follows.
-        stop[static_cast<size_t>(t)] = std::min(stop[static_cast<size_t>(t)], index.flipped_row(key.second));
+        std::string flip_text;
+        if (key.first == "router") {
+          if (const auto flip = routing_flip({w.data() + t * cols, cols}, {it->second.data() + t * cols, cols},
+                                             c.n_expert_used)) {
+            flip_text = flip->text(pos + t, key.second);
+            ++flips;
+            if (br.flips++ == 0) br.first_flip = flip_text;
+          }
+        }
+        if (flip_text.empty() && !conditioned) continue;
+        // The two sides now carry different values at this row: stop comparing what follows
+        // (after a flip from this block's experts stage, after a conditioned row from its next
+        // stage), and every later row from the next block on.
+        const size_t from = conditioned ? k + 1 : index.flipped_row(key.second);
+        stop[static_cast<size_t>(t)] = std::min(stop[static_cast<size_t>(t)], std::max(from, k + 1));
         for (int later = t + 1; later < T; ++later)
           stop[static_cast<size_t>(later)] = std::min(stop[static_cast<size_t>(later)], index.later_row(key.second));
         if (earliest_flip < 0 || key.second < earliest_flip) earliest_flip = key.second;
@@ -300,10 +363,13 @@ Status stage_cases(ModelCase& mc, Reporter& rep, int n_prompt) {
     r.status = br.first_bad.empty() ? "OK" : "FAIL";
     r.detail = fmt::format("worst {} rel={:.1e} at pos {} (bound {:.0e})", br.worst_stage, br.worst_rel, br.worst_pos,
                            mc.stage_tol);
+    if (br.worst_own > 0) r.detail += fmt::format("; MoE on the GPU's input worst rel={:.1e} (bound {:.0e})", br.worst_own, kMoeOwnInputRelTol);
     if (br.flips > 0) r.detail += fmt::format("; {} routing flip(s), first: {}", br.flips, br.first_flip);
+    if (br.conditioned > 0) r.detail += fmt::format("; {} conditioned row(s), first: {}", br.conditioned, br.first_conditioned);
     if (!br.first_bad.empty()) r.detail += "; first beyond bound: " + br.first_bad;
     r.metrics = {{"worst_rel", br.worst_rel}, {"worst_stage", br.worst_stage}, {"bound", mc.stage_tol},
-                 {"routing_flips", br.flips}};
+                 {"routing_flips", br.flips}, {"worst_own_input_rel", br.worst_own}, {"own_input_bound", kMoeOwnInputRelTol},
+                 {"conditioned_rows", br.conditioned}};
     rep.add(std::move(r));
   }
   CaseResult r;
@@ -314,10 +380,11 @@ Status stage_cases(ModelCase& mc, Reporter& rep, int n_prompt) {
   r.detail = first_bad.empty() ? fmt::format("every stage of {} blocks within {:.0e}, worst rel={:.1e}", blocks.size(),
                                              mc.stage_tol, worst)
                                : "first beyond bound: " + first_bad;
-  if (flips > 0)
-    r.detail += fmt::format("; {} routing flip(s), {} (stage, row) comparisons after them skipped", flips,
-                            skipped);
-  r.metrics = {{"worst_rel", worst}, {"bound", mc.stage_tol}, {"routing_flips", flips}, {"skipped", skipped}};
+  if (flips > 0 || n_conditioned > 0)
+    r.detail += fmt::format("; {} routing flip(s), {} conditioned row(s), {} (stage, row) comparisons after them skipped",
+                            flips, n_conditioned, skipped);
+  r.metrics = {{"worst_rel", worst}, {"bound", mc.stage_tol}, {"routing_flips", flips}, {"conditioned_rows", n_conditioned},
+               {"skipped", skipped}};
   rep.add(std::move(r));
   return Status::ok_status();
 }
