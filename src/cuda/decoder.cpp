@@ -76,6 +76,11 @@ Decoder::Impl::~Impl() {
     cudaStreamSynchronize(stream);
     cudaStreamDestroy(stream);
   }
+  if (copy_stream) {
+    cudaStreamSynchronize(copy_stream);
+    cudaStreamDestroy(copy_stream);
+  }
+  if (rows_copied) cudaEventDestroy(rows_copied);
 }
 
 Result<std::unique_ptr<Decoder>> Decoder::create(const model::ModelConfig& config, const model::Weights& weights,
@@ -98,6 +103,10 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const model::ModelConfig& confi
   }
   DECODER_CUDA_TRY(cudaSetDevice(options.device));
   DECODER_CUDA_TRY(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+  if (config.has_ple) {
+    DECODER_CUDA_TRY(cudaStreamCreateWithFlags(&impl->copy_stream, cudaStreamNonBlocking));
+    DECODER_CUDA_TRY(cudaEventCreateWithFlags(&impl->rows_copied, cudaEventDisableTiming));
+  }
   STRATA_TRY(impl->upload(weights, fill));
   STRATA_TRY(impl->allocate_state_and_scratch());
   return std::unique_ptr<Decoder>(new Decoder(std::move(impl)));
@@ -133,37 +142,65 @@ Status check_window(const Decoder::Impl& m, std::span<const int32_t> tokens) {
 
 }  // namespace
 
-// Token ids and the position in one copy; the n-gram rows of the window (the reference's
-// context and hash on the host, raw table blocks to the device staging the graph reads).
-Status Decoder::Impl::stage_inputs(std::span<const int32_t> tokens) {
-  const int T = static_cast<int>(tokens.size());
+// Token ids and the position in one copy.
+Status Decoder::Impl::stage_tokens(std::span<const int32_t> tokens) {
   auto* in = reinterpret_cast<WindowInputs*>(pinned_inputs.get());
   in->pos = pos;
   std::copy(tokens.begin(), tokens.end(), in->tokens);
   DECODER_CUDA_TRY(cudaMemcpyAsync(s.in, in, sizeof(WindowInputs), cudaMemcpyHostToDevice, stream));
-  if (!config.has_ple) return Status::ok_status();
+  return Status::ok_status();
+}
+
+// The n-gram table rows of the window, row t * n_heads + h for head h of token t: the
+// reference's context and hash on the host, each checked against the table.
+Result<std::vector<uint64_t>> Decoder::Impl::ngram_rows(std::span<const int32_t> tokens) const {
+  std::vector<uint64_t> out;
+  if (!config.has_ple) return out;
   const model::PleConfig& ple = config.ple;
   std::vector<int32_t> context = ple_context;  // advanced for real by commit()
   const std::vector<int64_t> ctx = reference::ple_contexts(ple, context, tokens);
   const int64_t table_rows = ple_table->rows();
-  for (int t = 0; t < T; ++t) {
-    const std::vector<uint64_t> rows = reference::ple_rows(ple, ctx.data() + static_cast<size_t>(t) * ple.ngram_size);
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const std::vector<uint64_t> rows = reference::ple_rows(ple, ctx.data() + t * ple.ngram_size);
     for (uint32_t h = 0; h < ple.n_heads; ++h) {
-      const uint64_t row = rows[h];
-      if (row >= static_cast<uint64_t>(table_rows))
-        return Status::error("cuda decoder: n-gram row " + std::to_string(row) + " past the table's " +
+      if (rows[h] >= static_cast<uint64_t>(table_rows))
+        return Status::error("cuda decoder: n-gram row " + std::to_string(rows[h]) + " past the table's " +
                              std::to_string(table_rows) + " rows");
-      uint8_t* dst = pinned_rows.get() + (static_cast<int64_t>(t) * ple.n_heads + h) * ple_row_bytes;
-      if (fill) {
-        STRATA_TRY(fill(*ple_table, row * static_cast<uint64_t>(ple_row_bytes), static_cast<uint64_t>(ple_row_bytes), dst));
-      } else {
-        std::memcpy(dst, ple_table->row(static_cast<int64_t>(row)), static_cast<size_t>(ple_row_bytes));
-      }
+      out.push_back(rows[h]);
     }
   }
-  const size_t bytes = static_cast<size_t>(T) * ple.n_heads * static_cast<size_t>(ple_row_bytes);
-  DECODER_CUDA_TRY(cudaMemcpyAsync(s.ple_rows, pinned_rows.get(), bytes, cudaMemcpyHostToDevice, stream));
+  return out;
+}
+
+// Gathers the rows into the pinned staging (from the host table, or its fill) and copies them on
+// `on` to the device rows the PLE block reads.
+Status Decoder::Impl::stage_ngram_rows(const std::vector<uint64_t>& rows, cudaStream_t on) {
+  if (rows.empty()) return Status::ok_status();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    uint8_t* dst = pinned_rows.get() + static_cast<int64_t>(i) * ple_row_bytes;
+    if (fill) {
+      STRATA_TRY(fill(*ple_table, rows[i] * static_cast<uint64_t>(ple_row_bytes), static_cast<uint64_t>(ple_row_bytes), dst));
+    } else {
+      std::memcpy(dst, ple_table->row(static_cast<int64_t>(rows[i])), static_cast<size_t>(ple_row_bytes));
+    }
+  }
+  DECODER_CUDA_TRY(cudaMemcpyAsync(s.ple_rows, pinned_rows.get(), rows.size() * static_cast<size_t>(ple_row_bytes),
+                                   cudaMemcpyHostToDevice, on));
   return Status::ok_status();
+}
+
+// The window's graph of `part` for T rows (captured on first use), launched on the stream.
+Status Decoder::Impl::launch_window_graph(int T, WindowPart part) {
+  auto& g = window_graphs[{T, part}];
+  if (!g) {
+    auto captured = Graph::capture(stream, [&] { return run_window(T, nullptr, part); });
+    if (!captured) {
+      window_graphs.erase({T, part});
+      return captured.status();
+    }
+    g = std::move(*captured);
+  }
+  return g->launch(stream);
 }
 
 Result<WindowOutput> Decoder::forward(std::span<const int32_t> tokens, const WindowRequest& request) {
@@ -171,22 +208,27 @@ Result<WindowOutput> Decoder::forward(std::span<const int32_t> tokens, const Win
   STRATA_TRY(check_window(m, tokens));
   DECODER_CUDA_TRY(cudaSetDevice(m.options.device));
   const int T = static_cast<int>(tokens.size());
-  STRATA_TRY(m.stage_inputs(tokens));
+  auto rows = m.ngram_rows(tokens);
+  if (!rows) return rows.status();
+  STRATA_TRY(m.stage_tokens(tokens));
   if (request.sink && *request.sink) {
+    STRATA_TRY(m.stage_ngram_rows(*rows, m.stream));
     SinkObserver obs(m.stream, m.pos, *request.sink);
     STRATA_TRY(m.run_window(T, &obs));
+  } else if (m.options.graphs && m.config.has_ple) {
+    // The n-gram rows' hand-off overlaps the window: the blocks before the first PLE block run
+    // while the host hashes and gathers the rows, their copy goes on its own stream, and only
+    // the rest of the window waits for it.
+    STRATA_TRY(m.launch_window_graph(T, WindowPart::BeforePle));
+    if (const Status st = m.stage_ngram_rows(*rows, m.copy_stream); !st.ok())
+      return Status::error(st.message() + " (the window's first blocks have run: reset() the decoder)");
+    DECODER_CUDA_TRY(cudaEventRecord(m.rows_copied, m.copy_stream));
+    DECODER_CUDA_TRY(cudaStreamWaitEvent(m.stream, m.rows_copied, 0));
+    STRATA_TRY(m.launch_window_graph(T, WindowPart::FromPle));
   } else if (m.options.graphs) {
-    auto& g = m.window_graphs[T];
-    if (!g) {
-      auto captured = Graph::capture(m.stream, [&] { return m.run_window(T, nullptr); });
-      if (!captured) {
-        m.window_graphs.erase(T);
-        return captured.status();
-      }
-      g = std::move(*captured);
-    }
-    STRATA_TRY(g->launch(m.stream));
+    STRATA_TRY(m.launch_window_graph(T, WindowPart::All));
   } else {
+    STRATA_TRY(m.stage_ngram_rows(*rows, m.stream));
     STRATA_TRY(m.run_window(T, nullptr));
   }
 
@@ -245,7 +287,10 @@ Result<std::vector<StageTime>> Decoder::profile(std::span<const int32_t> tokens)
   STRATA_TRY(check_window(m, tokens));
   DECODER_CUDA_TRY(cudaSetDevice(m.options.device));
   const int T = static_cast<int>(tokens.size());
-  STRATA_TRY(m.stage_inputs(tokens));
+  auto rows = m.ngram_rows(tokens);
+  if (!rows) return rows.status();
+  STRATA_TRY(m.stage_tokens(tokens));
+  STRATA_TRY(m.stage_ngram_rows(*rows, m.stream));
   ProfileObserver obs(m.stream, m.launches);
   STRATA_TRY(obs.start());
   STRATA_TRY(m.run_window(T, &obs));
@@ -261,8 +306,9 @@ DecoderStats Decoder::stats() const {
   DecoderStats st;
   st.weight_bytes = m.weight_arena.bytes();
   st.state_bytes = m.state_memory.bytes() + m.scratch_memory.bytes();
-  const auto g = m.window_graphs.find(1);
-  st.graph_nodes = g != m.window_graphs.end() && g->second ? g->second->nodes() : 0;
+  st.graph_nodes = 0;  // of the T = 1 window, over its parts
+  for (const auto& [key, g] : m.window_graphs)
+    if (key.first == 1 && g) st.graph_nodes += g->nodes();
   st.upload_ms = m.upload_ms;
   return st;
 }

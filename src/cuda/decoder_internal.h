@@ -335,6 +335,11 @@ struct MtpState {
   std::map<int, std::unique_ptr<Graph>> graphs;  // one step graph per T
 };
 
+// Which ops of a window a run launches. With an n-gram table the window runs as two graphs split
+// at the first PLE block, so that the host hashes and stages the window's n-gram rows while the
+// blocks before it run (Decoder::forward).
+enum class WindowPart { All, BeforePle, FromPle };
+
 struct Decoder::Impl {
   model::ModelConfig config;
   DecoderOptions options;
@@ -343,6 +348,8 @@ struct Decoder::Impl {
   WeightFill fill;                           // when set: the table rows come from it too
 
   cudaStream_t stream = nullptr;
+  cudaStream_t copy_stream = nullptr;  // the n-gram rows' host-to-device copy (PLE models)
+  cudaEvent_t rows_copied = nullptr;   // recorded on copy_stream after it
   DeviceMemory weight_arena, state_memory, scratch_memory;
   PinnedMemory pinned_inputs, pinned_rows, pinned_argmax;
   int64_t ple_row_bytes = 0;
@@ -361,7 +368,7 @@ struct Decoder::Impl {
   std::vector<int32_t> pending_tokens;
   std::vector<int32_t> ple_context;  // the last ngram_size - 1 committed ids (host PleState)
 
-  std::map<int, std::unique_ptr<Graph>> window_graphs;                   // by T
+  std::map<std::pair<int, WindowPart>, std::unique_ptr<Graph>> window_graphs;  // by (T, part)
   std::map<std::pair<int, int>, std::unique_ptr<Graph>> commit_graphs;   // by (T, n)
   int64_t launches = 0;              // op calls issued (profile's launch counts)
   int64_t upload_ms = 0;
@@ -377,10 +384,15 @@ struct Decoder::Impl {
   int64_t max_attn_scratch_bytes() const;
   AttnDims attn_dims(const DevBlock& blk) const;
   // decoder_window.cpp
-  Status run_window(int T, StageObserver* obs);
+  Status run_window(int T, StageObserver* obs, WindowPart part = WindowPart::All);
+  size_t first_ple_block() const;  // index into w.blocks; w.blocks.size() without PLE
   Status run_commit(int T, int n);
-  // decoder.cpp
-  Status stage_inputs(std::span<const int32_t> tokens);
+  // decoder.cpp: token ids and position (on `stream`); the window's n-gram table rows, then
+  // their bytes to the device (on `on`).
+  Status stage_tokens(std::span<const int32_t> tokens);
+  Result<std::vector<uint64_t>> ngram_rows(std::span<const int32_t> tokens) const;
+  Status stage_ngram_rows(const std::vector<uint64_t>& rows, cudaStream_t on);
+  Status launch_window_graph(int T, WindowPart part);
 
   // The MTP head (null without one). decoder_mtp.cpp: allocation, reset and the step (its input
   // ops, then run_mtp_layer); decoder_window.cpp: its block, mixer and head over Scratch::x.

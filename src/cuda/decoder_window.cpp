@@ -18,9 +18,13 @@ class WindowRun {
       : m_(m), c_(m.config), s_(m.s), st_(m.stream), T_(T), obs_(obs),
         S_(static_cast<int>(c_.hc_count)), H_(static_cast<int>(c_.n_embd)), W_(static_cast<int64_t>(c_.n_wide())) {}
 
-  Status run() {
-    STRATA_TRY(embed());
-    for (const DevBlock& b : m_.w.blocks) STRATA_TRY(block(b));
+  Status run(WindowPart part) {
+    const size_t split = part == WindowPart::All ? 0 : m_.first_ple_block();
+    const size_t begin = part == WindowPart::FromPle ? split : 0;
+    const size_t end = part == WindowPart::BeforePle ? split : m_.w.blocks.size();
+    if (part != WindowPart::FromPle) STRATA_TRY(embed());
+    for (size_t i = begin; i < end; ++i) STRATA_TRY(block(m_.w.blocks[i]));
+    if (part == WindowPart::BeforePle) return Status::ok_status();
     STRATA_TRY(hc_mix(m_.w.output_hc));
     STRATA_TRY(stage("output_mix", -1, s_.u.f32, H_));
     STRATA_TRY(quantize_for(s_.u, {&m_.w.output}));
@@ -368,7 +372,15 @@ class WindowRun {
 
 }  // namespace
 
-Status Decoder::Impl::run_window(int T, StageObserver* obs) { return WindowRun(*this, T, obs).run(); }
+Status Decoder::Impl::run_window(int T, StageObserver* obs, WindowPart part) {
+  return WindowRun(*this, T, obs).run(part);
+}
+
+size_t Decoder::Impl::first_ple_block() const {
+  for (size_t i = 0; i < w.blocks.size(); ++i)
+    if (w.blocks[i].plan.ple) return i;
+  return w.blocks.size();
+}
 
 // Keeps the first n rows of a window of T: conv histories end at row n; the recurrent state
 // becomes the shadow (n == T) or the replay of rows 0..n-1 from the untouched state (n < T).

@@ -377,9 +377,11 @@ Status stage_cases(ModelCase& mc, Reporter& rep, int n_prompt) {
   r.line = head + ")";
   r.params = {{"model", mc.label}, {"P", n_prompt}};
   r.status = first_bad.empty() ? "OK" : "FAIL";
-  r.detail = first_bad.empty() ? fmt::format("every stage of {} blocks within {:.0e}, worst rel={:.1e}", blocks.size(),
-                                             mc.stage_tol, worst)
-                               : "first beyond bound: " + first_bad;
+  r.detail = first_bad.empty()
+                 ? fmt::format("every stage of {} blocks within {:.0e}{}, worst rel={:.1e}{}", blocks.size(), mc.stage_tol,
+                               n_conditioned > 0 ? " but the conditioned rows" : "", worst,
+                               n_conditioned > 0 ? " (conditioned rows included)" : "")
+                 : "first beyond bound: " + first_bad;
   if (flips > 0 || n_conditioned > 0)
     r.detail += fmt::format("; {} routing flip(s), {} conditioned row(s), {} (stage, row) comparisons after them skipped",
                             flips, n_conditioned, skipped);
