@@ -12,7 +12,9 @@
 # STRATA_DEVICE_STEPS=a,b runs only the named steps (devices, parity, parity-decoder, run-spec,
 # bench, kernels) after the build; unset runs them all but `kernels` (per-kernel ncu times,
 # bench/kernel-profile.sh, about a minute).
-# Steps and their logs: $OUT/steps.txt, $OUT/<step>.log.
+# Steps and their logs: $OUT/steps.txt, $OUT/<step>.log. At the end everything but the printed
+# summary ($OUT/summary.txt) is packed into $OUT/device-run.tgz, since the device tool brings back
+# only a few files per call; STRATA_DEVICE_PACK=0 leaves the files as they are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
@@ -177,6 +179,7 @@ if [[ ",${STRATA_DEVICE_STEPS:-}," == *",kernels,"* ]]; then
   guard kernels 120 0 bash bench/kernel-profile.sh "$strata" iq3_xxs
 fi
 
+summary() {
 echo "== summary"
 echo "build_seconds $build_s (nproc $(nproc))"
 cat "$OUT/steps.txt"
@@ -223,3 +226,15 @@ for recipe in ("iq3_xxs", "q2_0", "iq3_xxs-pdl"):
               f"{r['bytes_per_token'] / 1e9:>9.3f} {100 * r['roof_fraction']:>5.1f}% {r['projected_tok_s_75']:>10.1f}  "
               f"{stages}")
 PY
+}
+summary | tee "$OUT/summary.txt.part"
+
+# Pack the rest (written to /tmp first: the archive must not hold itself).
+if [ "${STRATA_DEVICE_PACK:-1}" != 0 ]; then
+  pack=$(mktemp /tmp/device-run.XXXXXX.tgz)
+  tar czf "$pack" -C "$OUT" --exclude=summary.txt.part .
+  find "$OUT" -mindepth 1 -maxdepth 1 ! -name summary.txt.part -exec rm -rf {} +
+  chmod 644 "$pack"
+  mv "$pack" "$OUT/device-run.tgz"
+fi
+mv "$OUT/summary.txt.part" "$OUT/summary.txt"
