@@ -24,8 +24,9 @@ bool pdl_enabled() {
   // Read once: flipping it between a graph's capture and its replay would not change the graph.
   // Off unless asked for: with it on, the decoder's 128-token greedy check on the H200
   // (2026-11-30) diverged from the reference at a different token on each run while every
-  // kernel case passed, so some kernel breaks the contract of launch.cuh (not yet found); it
-  // bought 1.5% (8.02 against 8.15 ms per token, bench/results/2026-11-30-h200-fusion).
+  // kernel case passed, so some kernel breaks the contract of launch.cuh (not yet found). It
+  // bought 1.5% then (8.02 against 8.15 ms per token, bench/results/2026-11-30-h200-fusion) and
+  // costs 1.1% since the direct mat-vec (7.28 against 7.20, ...-h200-direct-mmvq).
   static const bool env_allows = [] {
     const char* v = std::getenv("STRATA_PDL");
     return v != nullptr && std::strcmp(v, "1") == 0;
