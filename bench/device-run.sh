@@ -170,10 +170,12 @@ for recipe in iq3_xxs q2_0; do
     --forced --window-sweep 1,2,3,4,8 --synth-dir /tmp/strata-shape --json "$OUT/bench-$recipe.json" "$@"
   reserve=0
 done
-# The other arm of the same run: iq3_xxs with programmatic dependent launch on (STRATA_PDL=1;
-# off by default, src/cuda/launch.cu says why).
-guard bench-iq3_xxs-pdl 45 0 env STRATA_PDL=1 "$strata" bench --device cuda --synth iq3_xxs --layers 48 --ctx 4096 \
-  --gen 128 --forced --synth-dir /tmp/strata-shape --json "$OUT/bench-iq3_xxs-pdl.json" "$@"
+# The other arm of the same run: iq3_xxs with the routed experts on grouped_mmvq_kernel for every
+# type (STRATA_GROUPED_DIRECT=0) and the shared expert in line with the routed path
+# (STRATA_SHARED_FORK=0).
+guard bench-iq3_xxs-base 45 0 env STRATA_GROUPED_DIRECT=0 STRATA_SHARED_FORK=0 "$strata" bench --device cuda \
+  --synth iq3_xxs --layers 48 --ctx 4096 --gen 128 --forced --synth-dir /tmp/strata-shape \
+  --json "$OUT/bench-iq3_xxs-base.json" "$@"
 
 if [[ ",${STRATA_DEVICE_STEPS:-}," == *",kernels,"* ]]; then
   guard kernels 120 0 bash bench/kernel-profile.sh "$strata" iq3_xxs
@@ -210,7 +212,7 @@ for name in ("parity", "parity-decoder"):
 
 print(f"\n{'recipe':<9} {'T':>2} {'ms/window':>10} {'ms/token':>9} {'tok/s':>8} {'GB/token':>9} {'roof':>6} "
       f"{'proj a=.75':>10}  top profile stages")
-for recipe in ("iq3_xxs", "q2_0", "iq3_xxs-pdl"):
+for recipe in ("iq3_xxs", "q2_0", "iq3_xxs-base"):
     j = load(f"bench-{recipe}.json")
     if j is None or "cuda" not in j:
         print(f"{recipe:<9} no result (see bench-{recipe}.log)")

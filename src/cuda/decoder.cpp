@@ -2,6 +2,7 @@
 // ids, the position, the n-gram rows), commit(), profile() and stats().
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -11,6 +12,13 @@
 
 namespace strata::cuda {
 namespace {
+
+// Whether the MoE's shared expert runs on its own stream (Impl::shared_stream). On unless the
+// environment sets STRATA_SHARED_FORK=0: the other arm of a benchmark.
+bool shared_expert_forked() {
+  const char* v = std::getenv("STRATA_SHARED_FORK");
+  return v == nullptr || v[0] != '0';
+}
 
 // The profile's stage kinds, in report order, and which kind each stage name counts as.
 constexpr std::array<std::string_view, 10> kKinds = {"embed", "ple", "hc_mix", "gdn", "qsa",
@@ -81,6 +89,12 @@ Decoder::Impl::~Impl() {
     cudaStreamDestroy(copy_stream);
   }
   if (rows_copied) cudaEventDestroy(rows_copied);
+  if (shared_stream) {
+    cudaStreamSynchronize(shared_stream);
+    cudaStreamDestroy(shared_stream);
+  }
+  if (shared_fork) cudaEventDestroy(shared_fork);
+  if (shared_join) cudaEventDestroy(shared_join);
 }
 
 Result<std::unique_ptr<Decoder>> Decoder::create(const model::ModelConfig& config, const model::Weights& weights,
@@ -103,6 +117,11 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const model::ModelConfig& confi
   }
   DECODER_CUDA_TRY(cudaSetDevice(options.device));
   DECODER_CUDA_TRY(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+  if (shared_expert_forked()) {
+    DECODER_CUDA_TRY(cudaStreamCreateWithFlags(&impl->shared_stream, cudaStreamNonBlocking));
+    DECODER_CUDA_TRY(cudaEventCreateWithFlags(&impl->shared_fork, cudaEventDisableTiming));
+    DECODER_CUDA_TRY(cudaEventCreateWithFlags(&impl->shared_join, cudaEventDisableTiming));
+  }
   if (config.has_ple) {
     DECODER_CUDA_TRY(cudaStreamCreateWithFlags(&impl->copy_stream, cudaStreamNonBlocking));
     DECODER_CUDA_TRY(cudaEventCreateWithFlags(&impl->rows_copied, cudaEventDisableTiming));

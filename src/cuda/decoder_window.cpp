@@ -287,16 +287,28 @@ class WindowRun {
   }
 
   // MoE (spec §8): router (+ the shared gate's logit) -> top-k and grouping in one kernel ->
-  // grouped experts -> shared expert -> the routed sum and the gated shared output into y in one
-  // kernel. Concatenated weights (router_gi, sh_gate_up) when uploaded, else their parts.
+  // grouped experts; the shared expert; then the routed sum and the gated shared output into y in
+  // one kernel. Concatenated weights (router_gi, sh_gate_up) when uploaded, else their parts.
+  // Without an observer the shared expert runs on Impl::shared_stream beside the routed path
+  // (forked after u, joined before the combine): the two read only u and write disjoint scratch,
+  // and the routed path's short launches (the one-CTA route_and_group among them) leave most SMs
+  // free. With an observer (stage values or the profile's events) everything stays in order.
   Status moe(const DevBlock& b) {
     const int E = static_cast<int>(c_.n_expert), k = static_cast<int>(c_.n_expert_used);
-    const int64_t ff = c_.n_ff_shexp;
     const ExpertWeights& e = b.experts;
     const bool values = obs_ && obs_->wants_values();
     STRATA_TRY(quantize_for(s_.u, {&b.router, &b.router_gi, &e.gate, &e.up, &e.gate_up, &b.sh_gate, &b.sh_up,
                                    &b.sh_gate_up, &b.sh_gate_inp}));
     const Act u = s_.u.act(T_);
+    const bool fork = obs_ == nullptr && m_.shared_stream != nullptr;
+    const cudaStream_t sh = fork ? m_.shared_stream : st_;
+    if (fork) {
+      DECODER_CUDA_TRY(cudaEventRecord(m_.shared_fork, st_));
+      DECODER_CUDA_TRY(cudaStreamWaitEvent(sh, m_.shared_fork, 0));
+      if (!b.router_gi) STRATA_TRY(op(linear(b.sh_gate_inp, u, s_.gate_logit, 1, sh)));
+      STRATA_TRY(shared_expert(b, u, sh));
+      DECODER_CUDA_TRY(cudaEventRecord(m_.shared_join, sh));
+    }
     const float* logits = s_.router_logits;  // row t at logits + t * logit_stride
     int64_t logit_stride = E;
     const float* gate_logit = s_.gate_logit;  // row t at gate_logit[t * gate_stride]
@@ -309,7 +321,7 @@ class WindowRun {
       gate_stride = E + 1;
     } else {
       STRATA_TRY(op(linear(b.router, u, s_.router_logits, E, st_)));
-      STRATA_TRY(op(linear(b.sh_gate_inp, u, s_.gate_logit, 1, st_)));
+      if (!fork) STRATA_TRY(op(linear(b.sh_gate_inp, u, s_.gate_logit, 1, st_)));
     }
     STRATA_TRY(op(route_and_group(logits, logit_stride, T_, k, e, s_.experts, s_.ids, s_.weights, st_)));
     if (values && logits != s_.router_logits) {
@@ -323,17 +335,11 @@ class WindowRun {
     if (values) STRATA_TRY(op(expert_combine(e, T_, k, s_.experts, s_.y, st_)));
     STRATA_TRY(stage("experts", b.index, s_.y, H_));
 
-    void* h_q8 = takes_q8(b.sh_down) ? s_.h.q8 : nullptr;
-    if (b.sh_gate_up) {
-      float* gu = s_.sh_gate_up_out;  // row t: gate (ff) then up (ff)
-      STRATA_TRY(op(linear(b.sh_gate_up, u, gu, 2 * ff, st_)));
-      STRATA_TRY(op(swiglu(gu, gu + ff, 2 * ff, T_, static_cast<int>(ff), s_.h.f32, h_q8, q8_stride_for(ff), st_)));
+    if (fork) {
+      DECODER_CUDA_TRY(cudaStreamWaitEvent(st_, m_.shared_join, 0));
     } else {
-      STRATA_TRY(op(linear(b.sh_gate, u, s_.sg, ff, st_)));
-      STRATA_TRY(op(linear(b.sh_up, u, s_.su, ff, st_)));
-      STRATA_TRY(op(swiglu(s_.sg, s_.su, ff, T_, static_cast<int>(ff), s_.h.f32, h_q8, q8_stride_for(ff), st_)));
+      STRATA_TRY(shared_expert(b, u, st_));
     }
-    STRATA_TRY(op(linear(b.sh_down, s_.h.act(T_), s_.s, H_, st_)));
     if (values) {
       // The reference dumps the gated shared output on its own: 0 + s * gate is that value exactly.
       DECODER_CUDA_TRY(cudaMemsetAsync(s_.shared, 0, sizeof(float) * static_cast<size_t>(T_) * H_, st_));
@@ -341,6 +347,22 @@ class WindowRun {
     }
     STRATA_TRY(stage("shared", b.index, s_.shared, H_));
     return op(expert_combine_shared(e, T_, k, s_.experts, s_.s, gate_logit, gate_stride, s_.y, st_));
+  }
+
+  // The shared expert's ungated output s = down(silu(gate u) * up u) on stream `on`.
+  Status shared_expert(const DevBlock& b, const Act& u, cudaStream_t on) {
+    const int64_t ff = c_.n_ff_shexp;
+    void* h_q8 = takes_q8(b.sh_down) ? s_.h.q8 : nullptr;
+    if (b.sh_gate_up) {
+      float* gu = s_.sh_gate_up_out;  // row t: gate (ff) then up (ff)
+      STRATA_TRY(op(linear(b.sh_gate_up, u, gu, 2 * ff, on)));
+      STRATA_TRY(op(swiglu(gu, gu + ff, 2 * ff, T_, static_cast<int>(ff), s_.h.f32, h_q8, q8_stride_for(ff), on)));
+    } else {
+      STRATA_TRY(op(linear(b.sh_gate, u, s_.sg, ff, on)));
+      STRATA_TRY(op(linear(b.sh_up, u, s_.su, ff, on)));
+      STRATA_TRY(op(swiglu(s_.sg, s_.su, ff, T_, static_cast<int>(ff), s_.h.f32, h_q8, q8_stride_for(ff), on)));
+    }
+    return op(linear(b.sh_down, s_.h.act(T_), s_.s, H_, on));
   }
 
   Decoder::Impl& m_;

@@ -13,6 +13,7 @@
 
 #include "launch.cuh"
 #include "moe.h"
+#include "moe_direct.h"
 #include "moe_grouped.cuh"
 
 namespace strata::cuda {
@@ -110,133 +111,106 @@ __global__ void __launch_bounds__(kMaxExpertEntries) group_entries_kernel(const 
 
 // ---- router + grouping in one launch ----------------------------------------------------------------
 
-// One CTA of kRouteThreads for the whole window: rows are spread over teams of warps (the next power
-// of two >= T teams, so 16 warps on one row at T = 1, 2 per row at T = 5..8), every phase separated
-// by a CTA barrier. Per row, as router_topk_kernel: softmax (max; expf of the difference; sum in
-// double, here per thread, then per warp by a fixed butterfly, then over the team's warps in order;
-// p = e / sum), the top k under ranks_before, weights p_e / (float sum of the k in rank order).
-// The top k without k dependent rounds: each 32-expert segment ranks its members among themselves
-// (every true top-k expert is among its segment's first min(k, 32)), then each such candidate counts
-// the candidates that rank before it (a segment's candidates are stored in rank order, so the count
-// per segment is a prefix and stops at the first that does not rank before) and a candidate whose
-// count is r < k is the row's r-th expert. Then the grouping of the T x k entries (group_entries_block).
-constexpr int kRouteThreads = 512;
+// One CTA for the whole window: warp t routes row t, then all kRouteThreads group the window's
+// T x k entries (group_entries_block). Per row, as reference::route: softmax (max; expf of the
+// difference; the sum in double, per lane then by a fixed xor butterfly; p = e / sum), the top k
+// under ranks_before, weights p_e / (the float sum of the k in rank order).
+// The top k in k rounds of a warp arg-max: every lane keeps the best of its own experts (e = lane
+// + 32 j), the butterfly leaves the winner on every lane, and only its owner marks it taken and
+// rescans. (The form before this one, 512 threads ranking every segment's candidates against
+// each other, took 10 us per layer at T = 1 on the H200.)
+constexpr int kRouteThreads = 256;
 constexpr int kRouteWarps = kRouteThreads / 32;
 static_assert(kRouteThreads >= kMaxExpertEntries, "one thread per entry in the grouping");
-static_assert(kRouteWarps >= kMaxWindowRows, "at least one warp per window row");
+static_assert(kRouteWarps >= kMaxWindowRows, "one warp per window row");
 
 // a before b in the reference's top-k order: probability descending, ties to the lower id. NaN
 // (every p of a row once any logit is NaN) ranks after every number, so such a row still gets k
-// distinct experts.
+// distinct experts; a taken expert (-inf) after NaN.
 __device__ __forceinline__ float rank_value(float p) { return p == p ? p : -1.0f; }
 __device__ __forceinline__ bool ranks_before(float pa, int ia, float pb, int ib) {
   return pa > pb || (pa == pb && ia < ib);
 }
 
-// Dynamic shared memory: prob [T][n] floats, then the candidates [T][nseg * kc] as (value, id).
-size_t route_smem_bytes(int T, int n, int k) {
-  const size_t nseg = (static_cast<size_t>(n) + 31) / 32, kc = k < 32 ? k : 32;
-  return static_cast<size_t>(T) * (static_cast<size_t>(n) * sizeof(float) + nseg * kc * (sizeof(float) + sizeof(int)));
+// Dynamic shared memory: prob [T][n] floats.
+size_t route_smem_bytes(int T, int n) { return static_cast<size_t>(T) * static_cast<size_t>(n) * sizeof(float); }
+
+// The best untaken expert of this lane's (rank value and id; id n when it has none left).
+__device__ __forceinline__ void lane_best(const float* prob, int n, int lane, float& bv, int& bi) {
+  bv = -INFINITY;
+  bi = n;
+  for (int e = lane; e < n; e += 32) {
+    const float p = prob[e];
+    if (p == -INFINITY) continue;  // taken
+    const float v = rank_value(p);
+    if (ranks_before(v, e, bv, bi)) {
+      bv = v;
+      bi = e;
+    }
+  }
 }
 
 __global__ void __launch_bounds__(kRouteThreads) route_group_kernel(const float* __restrict__ logits, int64_t stride,
                                                                     int T, int n, int k, int32_t* __restrict__ ids,
                                                                     float* __restrict__ weights, GroupOut o) {
   extern __shared__ float route_smem[];
-  __shared__ float warp_max[kRouteWarps];
-  __shared__ double warp_sum[kRouteWarps];
   __shared__ int sel_id[kMaxExpertEntries];    // entry t * k + r: row t's r-th expert
+  __shared__ float sel_p[kMaxExpertEntries];   // ... its probability
   __shared__ float sel_w[kMaxExpertEntries];   // ... and its weight
   __shared__ int sorted[kMaxExpertEntries];    // group_entries_block's scratch
   __shared__ int starts[kMaxExpertEntries];
   pdl_launch_dependents();
   pdl_wait();
 
-  const int nseg = (n + 31) / 32, kc = k < 32 ? k : 32, slots = nseg * kc;
-  int teams = 1;
-  while (teams < T) teams <<= 1;
-  const int team_warps = kRouteWarps / teams, team_threads = team_warps * 32;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int t = warp / team_warps;           // this thread's row; t >= T: idle (barriers only)
-  const int ti = (warp % team_warps) * 32 + lane;
-  const bool live = t < T;
-  const int tr = live ? t : 0;
-  const float* x = logits + static_cast<int64_t>(tr) * stride;
-  float* prob = route_smem + static_cast<int64_t>(tr) * n;
-  float* cand_p = route_smem + static_cast<int64_t>(T) * n + static_cast<int64_t>(tr) * slots;
-  int* cand_id = reinterpret_cast<int*>(route_smem + static_cast<int64_t>(T) * (n + slots)) + static_cast<int64_t>(tr) * slots;
-
-  float mx = -INFINITY;
-  if (live)
-    for (int e = ti; e < n; e += team_threads) mx = fmaxf(mx, x[e]);
-  for (int s = 16; s > 0; s >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, s));
-  if (lane == 0) warp_max[warp] = mx;
-  __syncthreads();
-  mx = -INFINITY;
-  if (live)
-    for (int w = 0; w < team_warps; ++w) mx = fmaxf(mx, warp_max[t * team_warps + w]);
-
-  double sum = 0.0;
-  if (live)
-    for (int e = ti; e < n; e += team_threads) {
+  const int t = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (t < T) {
+    const float* x = logits + static_cast<int64_t>(t) * stride;
+    float* prob = route_smem + static_cast<int64_t>(t) * n;
+    float mx = -INFINITY;
+    for (int e = lane; e < n; e += 32) mx = fmaxf(mx, x[e]);
+    for (int s = 16; s > 0; s >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, s));
+    double sum = 0.0;
+    for (int e = lane; e < n; e += 32) {
       const float v = expf(__fsub_rn(x[e], mx));
       prob[e] = v;
       sum += static_cast<double>(v);
     }
-  for (int s = 16; s > 0; s >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, s);
-  if (lane == 0) warp_sum[warp] = sum;
-  __syncthreads();
-  if (live) {
-    double total = 0.0;
-    for (int w = 0; w < team_warps; ++w) total += warp_sum[t * team_warps + w];
-    const float s = static_cast<float>(total);
-    for (int e = ti; e < n; e += team_threads) prob[e] = __fdiv_rn(prob[e], s);  // this thread's own e
-  }
-  __syncthreads();
+    for (int s = 16; s > 0; s >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, s);
+    const float total = static_cast<float>(sum);
+    for (int e = lane; e < n; e += 32) prob[e] = __fdiv_rn(prob[e], total);  // this lane's own e
 
-  // Rank within the segment; the segment's first kc by rank become its candidates, in rank order.
-  if (live)
-    for (int e = ti; e < n; e += team_threads) {
-      const int seg0 = e & ~31, seg_end = seg0 + 32 < n ? seg0 + 32 : n;
-      const float pe = rank_value(prob[e]);
-      int r = 0;
-      for (int j = seg0; j < seg_end; ++j) r += ranks_before(rank_value(prob[j]), j, pe, e);
-      if (r < kc) {
-        cand_p[(e >> 5) * kc + r] = pe;
-        cand_id[(e >> 5) * kc + r] = e;
-      }
-    }
-  __syncthreads();
-
-  // Each candidate's rank among all candidates = its rank in the row when it is among the top k.
-  if (live)
-    for (int c = ti; c < slots; c += team_threads) {
-      const int seg = c / kc, seg_len = n - 32 * seg < 32 ? n - 32 * seg : 32;
-      if (c % kc >= seg_len) continue;  // the short last segment has fewer candidates
-      const float pc = cand_p[c];
-      const int ic = cand_id[c];
-      int rank = 0;
-      for (int s = 0; s < nseg && rank < k; ++s) {
-        const int len = n - 32 * s < kc ? n - 32 * s : kc;
-        for (int r = 0; r < len; ++r) {
-          if (!ranks_before(cand_p[s * kc + r], cand_id[s * kc + r], pc, ic)) break;
-          ++rank;
+    float bv;
+    int bi;
+    lane_best(prob, n, lane, bv, bi);
+    for (int r = 0; r < k; ++r) {
+      float wv = bv;
+      int wi = bi;
+      for (int s = 16; s > 0; s >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, wv, s);
+        const int oi = __shfl_xor_sync(0xffffffffu, wi, s);
+        if (ranks_before(ov, oi, wv, wi)) {
+          wv = ov;
+          wi = oi;
         }
       }
-      if (rank < k) sel_id[t * k + rank] = ic;
+      // Every lane holds the winner now (a total order); its owner records and retires it.
+      if (lane == (wi & 31)) {
+        sel_id[t * k + r] = wi;
+        sel_p[t * k + r] = prob[wi];
+        prob[wi] = -INFINITY;
+        lane_best(prob, n, lane, bv, bi);
+      }
     }
-  __syncthreads();
-
-  // Weights: the float sum of the k probabilities in rank order (every lane of the team's first
-  // warp forms it, from broadcast reads), then one division per entry.
-  if (live && ti < 32) {
+    __syncwarp();
+    // Weights: the float sum of the k probabilities in rank order (formed on every lane from
+    // broadcast reads), then one division per entry.
     float selected_sum = 0.0f;
-    for (int r = 0; r < k; ++r) selected_sum = __fadd_rn(selected_sum, prob[sel_id[t * k + r]]);
+    for (int r = 0; r < k; ++r) selected_sum = __fadd_rn(selected_sum, sel_p[t * k + r]);
     for (int r = lane; r < k; r += 32) {
-      const int i = t * k + r, id = sel_id[i];
-      const float wv = __fdiv_rn(prob[id], selected_sum);
+      const int i = t * k + r;
+      const float wv = __fdiv_rn(sel_p[i], selected_sum);
       sel_w[i] = wv;
-      ids[i] = id;
+      ids[i] = sel_id[i];
       weights[i] = wv;
     }
   }
@@ -349,12 +323,14 @@ Result<DeviceInfo> current_device() {
   return DeviceInfo{10 * major + minor, sms, static_cast<size_t>(optin)};
 }
 
-// One grouped mat-vec: quantized types on grouped_mmvq_kernel, float types on grouped_mmvf_kernel.
+// One grouped mat-vec: IQ3_XXS / Q2_0 / IQ4_NL on grouped_direct_kernel where it applies, other
+// quantized types on grouped_mmvq_kernel, float types on grouped_mmvf_kernel.
 Status launch_grouped(Type t, const GroupedArgs& a, int group_rows, const DeviceInfo& dev, cudaStream_t stream) {
   if (is_float_type(t)) {
     const dim3 grid(static_cast<unsigned>((a.rows + kWarps - 1) / kWarps), static_cast<unsigned>(group_rows));
     return launch_grouped_f(t, a, grid, stream);
   }
+  if (grouped_direct_supports(t, a)) return launch_grouped_direct(t, a, group_rows, stream);
   switch (t) {
 #define STRATA_CASE(name) \
   case Type::name: return launch_grouped_q<Type::name>(a, group_rows, dev, stream);
@@ -497,9 +473,9 @@ Status route_and_group(const float* logits, int64_t logits_stride, int T, int k,
   if (logits_stride < w.n_expert) return Status::error(where + "logits_stride must be >= n_expert");
   auto dev = current_device();
   if (!dev) return dev.status();
-  const size_t smem = route_smem_bytes(T, w.n_expert, k);
-  // Static shared memory of the kernel: the per-warp partials and four entry arrays.
-  const size_t static_smem = kRouteWarps * (sizeof(float) + sizeof(double)) + 4 * kMaxExpertEntries * sizeof(int);
+  const size_t smem = route_smem_bytes(T, w.n_expert);
+  // Static shared memory of the kernel: five entry arrays.
+  const size_t static_smem = 5 * kMaxExpertEntries * sizeof(int);
   if (smem + static_smem > dev->smem_optin)
     return Status::error(where + "needs " + std::to_string(smem + static_smem) + " bytes of shared memory, the device allows " +
                          std::to_string(dev->smem_optin));

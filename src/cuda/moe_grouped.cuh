@@ -2,7 +2,7 @@
 // routed to it, at most T when each row's experts are distinct), quantized weights times the
 // entries' q8_1 rows on int8 tensor cores.
 // Included by the generated one-type instance files (build/.../moe_grouped_<type>.cu) and by
-// moe_grouped.cu for the shared declarations; nothing else should include it.
+// moe_grouped.cu and moe_direct.h for the shared declarations; nothing else should include it.
 //
 // Shape of the work
 //   * Block row y of the grid takes groups y, y + gridDim.y, ... below *n_groups (a device

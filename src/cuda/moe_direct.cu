@@ -1,0 +1,406 @@
+// grouped_direct_kernel: the register-direct form of the routed experts' grouped mat-vec
+// (moe_grouped.cuh) for the expert types of the GSQ-RCO packs whose blocks are only 2-byte
+// aligned: IQ3_XXS (98 bytes), Q2_0 and IQ4_NL (18 bytes).
+//
+// Why a second kernel: grouped_mmvq_kernel stages weights through shared memory and feeds int8
+// tensor cores; on the H200 its IQ3_XXS gate/up launch (10 experts x 1280 x 2560, 12.5 MB) took
+// 27 us at about 1.1 bytes of weights per warp instruction (ncu, 2026-11-30), so the routed
+// experts, 2.2 of the 7.2 ms of a decode step, were bound by instruction issue. As in
+// mmvq_direct.cu, every lane here loads its weights straight into registers, decodes each block
+// once for all the group's entries, and multiplies with dp4a against activations the CTA has
+// unpacked once into shared memory.
+//
+// Loads. The blocks' fields sit at 2-byte aligned offsets. A block of an even index starts
+// 4-byte aligned (rows must be 4-byte aligned: an even number of blocks), one of an odd index 2
+// bytes past that. So a lane reads the aligned words that cover its fields from the aligned base
+// at or just before the block and joins each pair with one funnel shift of 16 (even) or 32 (odd:
+// the second word itself), the same code on every lane, so a warp never diverges on alignment.
+// Every word read lies inside the tensor: past a field it reaches at most 2 bytes into the next
+// block of the row, before the block into the previous one.
+//   * IQ3_XXS: a unit is one 32-element chunk (8 grid indices, its sign/scale word, the block's d).
+//   * Q2_0, IQ4_NL: a unit is one 18-byte block, read as the 5 words of its half of the 36-byte
+//     block pair.
+//
+// Decoding. IQ3_XXS looks its grid words up in shared memory and spreads its sign bits (ksigns
+// with the parity bit) to byte masks with a multiply and a prmt. IQ4_NL maps nibbles with
+// byte_perm (quant_decode's lut_iq4nl_x8). Q2_0 takes its 2-bit codes c as they are, 4 per byte:
+// (w >> 2k) & 0x03030303 holds elements 4j + k of the word's 16 in byte j, so the CTA stores each
+// 16-element group of the activations transposed to that order, and the stored value c - 1
+// becomes dot(c, a) - sum(a) with the chunk's code sum kept beside its d (exact integers).
+//
+// Shape of the work
+//   * Block row y of the grid takes groups y, y + gridDim.y, ... below *n_groups (as
+//     grouped_mmvq_kernel), block column x a tile of tile_rows rows of the group's expert.
+//   * A row is owned by G lanes (the largest power of two <= 32 that divides its units), a warp
+//     by 32 / G rows at once; warps walk the tile's row sets. Each lane walks its units in
+//     batches of kLoadBatch whose loads are all issued before any is used, keeps one sum per
+//     entry, and the G lanes reduce them with a fixed xor butterfly.
+//   * Per (row, entry): y = sum over chunks of (scale * d_a) * dot: the reference's products
+//     summed in another order (docs/PARITY.md bounds the grouped experts by relative error).
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <cstdlib>
+
+#include "moe_direct.h"
+
+namespace strata::cuda::moe_detail {
+namespace {
+
+constexpr int kDirectWarps = 8;
+constexpr int kDirectThreads = kDirectWarps * 32;
+// Units per lane whose loads are in flight together: 5 covers the released shapes' rows in one
+// batch (IQ3_XXS 2560: 80 chunks on 16 lanes; Q2_0 / IQ4_NL 640 and 2560: 5 blocks per lane).
+constexpr int kLoadBatch = 5;
+constexpr int kGridBytes = 256 * 4;  // IQ3_XXS's grid words in shared memory
+constexpr int kDirectMaxEntries = 4;  // window rows up to which this kernel is used
+
+__device__ __forceinline__ uint32_t ldg32(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned int*>(p)); }
+
+// The CTA's copy of a batch of entries' activations: nb rows of K codes (in the type's order),
+// then per (row, chunk) the pair (d as float bits, sum of the chunk's 32 codes).
+struct ActTile {
+  const int8_t* codes;
+  const int2* ds;
+  int K, nchunks;
+};
+
+// Chunk c's 8 weight words (element order as the tile's codes) against entries 0..nb-1:
+// acc[t] += (scale * d_a) * (dot - [kOffset] sum_a).
+template <bool kOffset, int kNB>
+__device__ __forceinline__ void chunk_dot(const int (&w)[8], int c, float scale, const ActTile& a, int nb, float (&acc)[kNB]) {
+#pragma unroll
+  for (int t = 0; t < kNB; ++t) {
+    if (t >= nb) break;  // warp-uniform
+    const int4* ap = reinterpret_cast<const int4*>(a.codes + static_cast<size_t>(t) * a.K + 32 * c);
+    const int4 x0 = ap[0], x1 = ap[1];
+    int dot = __dp4a(w[0], x0.x, 0);
+    dot = __dp4a(w[1], x0.y, dot);
+    dot = __dp4a(w[2], x0.z, dot);
+    dot = __dp4a(w[3], x0.w, dot);
+    dot = __dp4a(w[4], x1.x, dot);
+    dot = __dp4a(w[5], x1.y, dot);
+    dot = __dp4a(w[6], x1.z, dot);
+    dot = __dp4a(w[7], x1.w, dot);
+    const int2 ds = a.ds[static_cast<size_t>(t) * a.nchunks + c];
+    if constexpr (kOffset) dot -= ds.y;
+    acc[t] = fmaf(__fmul_rn(scale, __int_as_float(ds.x)), static_cast<float>(dot), acc[t]);
+  }
+}
+
+// Bits 0..3 of b -> 0xFF or 0x00 in bytes 0..3, in two instructions: the multiply moves bit k to
+// bit 8k + 7 (the partial products land on distinct bits, so nothing carries), and prmt's
+// sign-replicate selectors (nibble 8 + k: byte k's top bit) spread each to its byte. Inline PTX,
+// since __byte_perm's documented selectors are 3 bits.
+__device__ __forceinline__ uint32_t sign_mask4(uint32_t b) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, 0, 0xBA98;" : "=r"(r) : "r"(b * 0x10204080u));
+  return r;
+}
+
+template <Type T>
+struct DirectUnit;
+
+// IQ3_XXS: d (f16), qs[64] (grid indices, 8 per chunk), 8 words of 4 x 7 sign bits + a 4-bit scale.
+// A block starts 4-byte aligned when its index is even and 2 bytes past that when odd, so every
+// field is read from the aligned words at base = blk - 2 (b & 1) and joined with the shift 16
+// (even) or 32 (odd: the second word itself).
+template <>
+struct DirectUnit<Type::IQ3_XXS> {
+  static constexpr int kBlockElems = 256, kUnitsPerBlock = 8, kMinBlocks = 4;
+  static constexpr bool kPermuted = false, kGrid = true;
+  struct Raw {
+    uint32_t q0, q1, q2, s0, s1, dw, sh;
+  };
+  static __device__ __forceinline__ Raw load(const uint8_t* row, int u) {
+    const int b = u >> 3, j = u & 7;
+    const uint8_t* base = row + static_cast<int64_t>(b) * 98 - 2 * (b & 1);
+    const uint8_t* q = base + 8 * j;       // covers the chunk's 8 index bytes at blk + 2 + 8j
+    const uint8_t* s = base + 64 + 4 * j;  // covers its sign/scale word at blk + 66 + 4j
+    Raw r;
+    r.q0 = ldg32(q);
+    r.q1 = ldg32(q + 4);
+    r.q2 = ldg32(q + 8);
+    r.s0 = ldg32(s);
+    r.s1 = ldg32(s + 4);
+    r.dw = ldg32(base);  // d: its low half (even) or high half (odd)
+    r.sh = 16u + 16u * static_cast<uint32_t>(b & 1);
+    return r;
+  }
+  template <int kNB>
+  static __device__ __forceinline__ void dot(const Raw& r, int u, const uint32_t* grid, const ActTile& a, int nb,
+                                             float (&acc)[kNB]) {
+    const uint32_t lo = __funnelshift_rc(r.q0, r.q1, r.sh), hi = __funnelshift_rc(r.q1, r.q2, r.sh);
+    const uint32_t ss = __funnelshift_rc(r.s0, r.s1, r.sh);
+    int w[8];
+    w[0] = static_cast<int>(grid[lo & 0xFFu]);
+    w[1] = static_cast<int>(grid[(lo >> 8) & 0xFFu]);
+    w[2] = static_cast<int>(grid[(lo >> 16) & 0xFFu]);
+    w[3] = static_cast<int>(grid[lo >> 24]);
+    w[4] = static_cast<int>(grid[hi & 0xFFu]);
+    w[5] = static_cast<int>(grid[(hi >> 8) & 0xFFu]);
+    w[6] = static_cast<int>(grid[(hi >> 16) & 0xFFu]);
+    w[7] = static_cast<int>(grid[hi >> 24]);
+    // Signs computed rather than looked up: a 1 KB mask table in shared memory measured slower
+    // (its lookups conflict 4-way on average, on top of the grid's).
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      const uint32_t s8 = qd::ksigns((ss >> (7 * g)) & 127u);
+      w[2 * g] = static_cast<int>(qd::negate_bytes(static_cast<uint32_t>(w[2 * g]), sign_mask4(s8 & 15u)));
+      w[2 * g + 1] = static_cast<int>(qd::negate_bytes(static_cast<uint32_t>(w[2 * g + 1]), sign_mask4(s8 >> 4)));
+    }
+    const float d = __half2float(__ushort_as_half(static_cast<unsigned short>((r.dw >> (r.sh - 16u)) & 0xFFFFu)));
+    const float scale = __fmul_rn(__fmul_rn(d, __fadd_rn(0.5f, static_cast<float>(ss >> 28))), 0.5f);
+    chunk_dot<false>(w, u, scale, a, nb, acc);  // unit u is chunk u of the row
+  }
+};
+
+// The 18-byte blocks (f16 d + 16 data bytes) as the 5 words of their half of a block pair:
+// d and the data words, element order as stored.
+struct Block18 {
+  uint32_t v[5];
+  uint32_t odd;  // 1 for the pair's second block
+  static __device__ __forceinline__ Block18 load(const uint8_t* row, int b) {
+    Block18 r;
+    r.odd = static_cast<uint32_t>(b & 1);
+    const uint8_t* p = row + static_cast<int64_t>(b >> 1) * 36 + 16 * (b & 1);
+#pragma unroll
+    for (int k = 0; k < 5; ++k) r.v[k] = ldg32(p + 4 * k);
+    return r;
+  }
+  __device__ __forceinline__ float d() const {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>((v[0] >> (16 * odd)) & 0xFFFFu)));
+  }
+  __device__ __forceinline__ uint32_t data(int k) const { return __funnelshift_rc(v[k], v[k + 1], 16 + 16 * odd); }
+};
+
+// Q2_0: 64 elements, codes c (value c - 1) 4 per byte from the low bits up; a unit is one block,
+// two chunks.
+template <>
+struct DirectUnit<Type::Q2_0> {
+  static constexpr int kBlockElems = 64, kUnitsPerBlock = 1, kMinBlocks = 1;
+  static constexpr bool kPermuted = true, kGrid = false;
+  using Raw = Block18;
+  static __device__ __forceinline__ Raw load(const uint8_t* row, int u) { return Block18::load(row, u); }
+  template <int kNB>
+  static __device__ __forceinline__ void dot(const Raw& r, int u, const uint32_t*, const ActTile& a, int nb, float (&acc)[kNB]) {
+    const float d = r.d();
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t x0 = r.data(2 * h), x1 = r.data(2 * h + 1);
+      int w[8];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        w[k] = static_cast<int>((x0 >> (2 * k)) & 0x03030303u);
+        w[4 + k] = static_cast<int>((x1 >> (2 * k)) & 0x03030303u);
+      }
+      chunk_dot<true>(w, 2 * u + h, d, a, nb, acc);
+    }
+  }
+};
+
+// IQ4_NL: 32 elements, byte j holds element j (low nibble) and j + 16 (high); one chunk per unit.
+template <>
+struct DirectUnit<Type::IQ4_NL> {
+  static constexpr int kBlockElems = 32, kUnitsPerBlock = 1, kMinBlocks = 4;
+  static constexpr bool kPermuted = false, kGrid = false;
+  using Raw = Block18;
+  static __device__ __forceinline__ Raw load(const uint8_t* row, int u) { return Block18::load(row, u); }
+  template <int kNB>
+  static __device__ __forceinline__ void dot(const Raw& r, int u, const uint32_t*, const ActTile& a, int nb, float (&acc)[kNB]) {
+    const uint32_t x0 = r.data(0), x1 = r.data(1), x2 = r.data(2), x3 = r.data(3);
+    const qd::Group g0 = qd::lut_iq4nl_x8(x0, x1, 0), g1 = qd::lut_iq4nl_x8(x2, x3, 0);
+    const qd::Group g2 = qd::lut_iq4nl_x8(x0, x1, 4), g3 = qd::lut_iq4nl_x8(x2, x3, 4);
+    const int w[8] = {static_cast<int>(g0.lo), static_cast<int>(g0.hi), static_cast<int>(g1.lo), static_cast<int>(g1.hi),
+                      static_cast<int>(g2.lo), static_cast<int>(g2.hi), static_cast<int>(g3.lo), static_cast<int>(g3.hi)};
+    chunk_dot<false>(w, u, r.d(), a, nb, acc);
+  }
+};
+
+// The 4 x 4 byte transpose of a 16-element group (words a0..a3 = elements 0-3, ..., 12-15):
+// word k of the result holds elements k, 4 + k, 8 + k, 12 + k (Q2_0's order, see above).
+__device__ __forceinline__ uint4 transpose_group(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) {
+  const uint32_t l01 = __byte_perm(a0, a1, 0x5140u), h01 = __byte_perm(a0, a1, 0x7362u);
+  const uint32_t l23 = __byte_perm(a2, a3, 0x5140u), h23 = __byte_perm(a2, a3, 0x7362u);
+  return make_uint4(__byte_perm(l01, l23, 0x5410u), __byte_perm(l01, l23, 0x7632u), __byte_perm(h01, h23, 0x5410u),
+                    __byte_perm(h01, h23, 0x7632u));
+}
+
+// Entries b0 .. b0 + nb - 1's q8_1 rows (gathered through act_row) into the CTA's tile.
+template <bool kPermuted>
+__device__ void unpack_entries(const GroupedArgs& a, int b0, int nb, uint8_t* codes_base, int2* ds_base) {
+  const int K = a.nchunks * 32;
+  for (int i = threadIdx.x; i < nb * a.nchunks; i += blockDim.x) {
+    const int t = i / a.nchunks, c = i % a.nchunks;
+    const int64_t row = a.act_row != nullptr ? a.act_row[b0 + t] : b0 + t;
+    const uint32_t* src = reinterpret_cast<const uint32_t*>(a.act + row * a.act_stride + static_cast<int64_t>(c) * kActBlockBytes);
+    uint32_t w[9];
+#pragma unroll
+    for (int k = 0; k < 9; ++k) w[k] = src[k];
+    uint4* dst = reinterpret_cast<uint4*>(codes_base + static_cast<size_t>(t) * K + 32 * c);
+    if constexpr (kPermuted) {
+      dst[0] = transpose_group(w[1], w[2], w[3], w[4]);
+      dst[1] = transpose_group(w[5], w[6], w[7], w[8]);
+    } else {
+      dst[0] = make_uint4(w[1], w[2], w[3], w[4]);
+      dst[1] = make_uint4(w[5], w[6], w[7], w[8]);
+    }
+    int sum = 0;
+#pragma unroll
+    for (int k = 1; k < 9; ++k) sum = __dp4a(static_cast<int>(w[k]), 0x01010101, sum);
+    const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(w[0] & 0xFFFFu)));
+    ds_base[static_cast<size_t>(t) * a.nchunks + c] = make_int2(__float_as_int(d), sum);
+  }
+}
+
+template <Type T, int kNB>
+__global__ void __launch_bounds__(kDirectThreads, DirectUnit<T>::kMinBlocks)
+    grouped_direct_kernel(const GroupedArgs a, const int G, const int tile_rows) {
+  using U = DirectUnit<T>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  pdl_launch_dependents();
+  uint32_t* grid = reinterpret_cast<uint32_t*>(smem);
+  if constexpr (U::kGrid) {  // constant data, so copied before pdl_wait()
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = qd::d_iq3xxs_grid.v[i];
+  }
+  pdl_wait();
+  const int n_groups = *a.n_groups;
+  if (static_cast<int>(blockIdx.y) >= n_groups) return;  // CTA-uniform
+
+  const int K = a.nchunks * 32;
+  uint8_t* codes = smem + (U::kGrid ? kGridBytes : 0);
+  int2* ds = reinterpret_cast<int2*>(codes + static_cast<size_t>(kNB) * K);
+  const ActTile tile{reinterpret_cast<const int8_t*>(codes), ds, K, a.nchunks};
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int gl = lane % G, rows_per_warp = 32 / G;
+  const int units = K / U::kBlockElems * U::kUnitsPerBlock;
+  const int iters = units / G;  // per lane and row, warp-uniform
+  const int tile_r0 = static_cast<int>(blockIdx.x) * tile_rows;
+  const int tile_end = tile_r0 + tile_rows < a.rows ? tile_r0 + tile_rows : a.rows;
+  const int nsets = (tile_end - tile_r0 + rows_per_warp - 1) / rows_per_warp;
+
+  for (int grp = blockIdx.y; grp < n_groups; grp += gridDim.y) {
+    const int e = a.group_expert[grp];
+    const int first = a.group_start[grp], last = a.group_start[grp + 1];
+    for (int b0 = first; b0 < last; b0 += kNB) {
+      const int nb = last - b0 < kNB ? last - b0 : kNB;
+      __syncthreads();  // the previous batch's activations are no longer read (and the grid is in)
+      unpack_entries<U::kPermuted>(a, b0, nb, codes, ds);
+      __syncthreads();
+      for (int set = warp; set < nsets; set += kDirectWarps) {
+        const int row = tile_r0 + set * rows_per_warp + lane / G;
+        const bool live = row < tile_end;
+        const uint8_t* wrow = weight_row(a, e, live ? row : tile_r0);
+        float acc[kNB];
+#pragma unroll
+        for (int t = 0; t < kNB; ++t) acc[t] = 0.0f;
+        for (int i0 = 0; i0 < iters; i0 += kLoadBatch) {
+          typename U::Raw raw[kLoadBatch];
+#pragma unroll
+          for (int k = 0; k < kLoadBatch; ++k)
+            if (i0 + k < iters) raw[k] = U::load(wrow, gl + G * (i0 + k));
+#pragma unroll
+          for (int k = 0; k < kLoadBatch; ++k) {
+            if (i0 + k >= iters) break;
+            U::template dot<kNB>(raw[k], gl + G * (i0 + k), grid, tile, nb, acc);
+          }
+        }
+#pragma unroll
+        for (int t = 0; t < kNB; ++t)
+          for (int o = G >> 1; o > 0; o >>= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], o);
+        if (live && gl == 0) {
+#pragma unroll
+          for (int t = 0; t < kNB; ++t)
+            if (t < nb) a.out[static_cast<int64_t>(b0 + t) * a.out_stride + row] = acc[t];
+        }
+      }
+    }
+  }
+}
+
+template <Type T>
+constexpr int units_per_row(int nchunks) {
+  return nchunks * 32 / DirectUnit<T>::kBlockElems * DirectUnit<T>::kUnitsPerBlock;
+}
+
+int lanes_per_row(int units) {
+  for (int g = 32; g > 1; g >>= 1)
+    if (units % g == 0) return g;
+  return 1;
+}
+
+// Entries per batch: the power of two >= a.batch (min(8, T)), so a group of a distinct-expert
+// window is one batch.
+int entries_per_batch(int batch) { return batch <= 1 ? 1 : batch <= 2 ? 2 : 4; }
+
+size_t smem_for(Type t, int nchunks, int nbatch) {
+  return (t == Type::IQ3_XXS ? kGridBytes : 0) + static_cast<size_t>(nbatch) * nchunks * (32 + sizeof(int2));
+}
+
+template <Type T, int kNB>
+Status launch_typed(const GroupedArgs& a, int group_rows, cudaStream_t stream) {
+  const auto kernel = &grouped_direct_kernel<T, kNB>;
+  const size_t smem = smem_for(T, a.nchunks, kNB);
+  if (smem > 48 * 1024)
+    STRATA_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const int G = lanes_per_row(units_per_row<T>(a.nchunks));
+  // One pass per CTA (each warp one row set): measured on the H200 against tiles of several
+  // passes sized to one wave, it was as fast at T = 1 and 10-20% faster at T = 2 and 4, where
+  // the groups' sizes differ and small CTAs balance better.
+  const int tile_rows = kDirectWarps * (32 / G);
+  const dim3 grid(static_cast<unsigned>((a.rows + tile_rows - 1) / tile_rows), static_cast<unsigned>(group_rows));
+  STRATA_CUDA_TRY(launch_kernel(kernel, grid, dim3(kDirectThreads), smem, stream, a, G, tile_rows));
+  return Status::ok_status();
+}
+
+template <Type T>
+Status launch_batch(const GroupedArgs& a, int group_rows, cudaStream_t stream) {
+  switch (entries_per_batch(a.batch)) {
+    case 1: return launch_typed<T, 1>(a, group_rows, stream);
+    case 2: return launch_typed<T, 2>(a, group_rows, stream);
+    default: return launch_typed<T, 4>(a, group_rows, stream);
+  }
+}
+
+// STRATA_GROUPED_DIRECT=0 keeps every type on grouped_mmvq_kernel (the other arm of a benchmark).
+bool direct_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("STRATA_GROUPED_DIRECT");
+    return v == nullptr || v[0] != '0';
+  }();
+  return on;
+}
+
+}  // namespace
+
+bool grouped_direct_supports(Type t, const GroupedArgs& a) {
+  if (!direct_enabled()) return false;
+  int elems = 0;
+  switch (t) {
+    case Type::IQ3_XXS: elems = 256; break;
+    case Type::Q2_0: elems = 64; break;
+    case Type::IQ4_NL: elems = 32; break;
+    default: return false;
+  }
+  // Each entry costs this kernel its dp4a and shared loads again, while grouped_mmvq_kernel's
+  // tensor cores take up to 8 entries at the cost of one: on the H200 (native_expert_grouped at
+  // the released geometry, IQ3_XXS gate/up, Q2_0 down, parity --bench) this one took
+  // 0.039 / 0.050 / 0.082 / 0.112 ms at T = 1 / 2 / 4 / 8, that one 0.050 / 0.063 / 0.083 / 0.087.
+  if (a.batch > kDirectMaxEntries) return false;
+  const auto aligned4 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
+  // Whole blocks, rows 4-byte aligned (see the header), and an activation tile within 48 KB.
+  return (a.nchunks * 32) % elems == 0 && a.row_bytes % 4 == 0 && aligned4(a.w0) && aligned4(a.w1) &&
+         smem_for(t, a.nchunks, entries_per_batch(a.batch)) <= 48 * 1024;
+}
+
+Status launch_grouped_direct(Type t, const GroupedArgs& a, int group_rows, cudaStream_t stream) {
+  switch (t) {
+    case Type::IQ3_XXS: return launch_batch<Type::IQ3_XXS>(a, group_rows, stream);
+    case Type::Q2_0: return launch_batch<Type::Q2_0>(a, group_rows, stream);
+    case Type::IQ4_NL: return launch_batch<Type::IQ4_NL>(a, group_rows, stream);
+    default: return Status::error("cuda: grouped_direct: unsupported type");
+  }
+}
+
+}  // namespace strata::cuda::moe_detail
