@@ -171,9 +171,8 @@ for recipe in iq3_xxs q2_0; do
   reserve=0
 done
 # The other arm of the same run: iq3_xxs with the routed experts on grouped_mmvq_kernel for every
-# type (STRATA_GROUPED_DIRECT=0) and the shared expert in line with the routed path
-# (STRATA_SHARED_FORK=0).
-guard bench-iq3_xxs-base 45 0 env STRATA_GROUPED_DIRECT=0 STRATA_SHARED_FORK=0 "$strata" bench --device cuda \
+# type (STRATA_GROUPED_DIRECT=0) and every launch on one stream (STRATA_SIDE_STREAM=0).
+guard bench-iq3_xxs-base 45 0 env STRATA_GROUPED_DIRECT=0 STRATA_SIDE_STREAM=0 "$strata" bench --device cuda \
   --synth iq3_xxs --layers 48 --ctx 4096 --gen 128 --forced --synth-dir /tmp/strata-shape \
   --json "$OUT/bench-iq3_xxs-base.json" "$@"
 

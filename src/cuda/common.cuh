@@ -22,6 +22,14 @@ __device__ __forceinline__ float warp_sum(float v) {
 // torch's forms of the activations, as include/strata/reference/ops.h.
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
+// silu as torch's CPU kernel computes it (reference::silu), every rounding spelled out: the MoE's
+// SwiGLU kernels (moe.cu, moe_direct.cu) must agree to the bit.
+__device__ __forceinline__ float silu_rn(float x) { return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x))); }
+// h = silu(g) * u for 4 values.
+__device__ __forceinline__ float4 swiglu4(const float4 g, const float4 u) {
+  return make_float4(__fmul_rn(silu_rn(g.x), u.x), __fmul_rn(silu_rn(g.y), u.y), __fmul_rn(silu_rn(g.z), u.z),
+                     __fmul_rn(silu_rn(g.w), u.w));
+}
 
 // reference inv_rms: mean in double rounded to float, then 1 / sqrt(mean + eps) in float.
 __device__ __forceinline__ float inv_rms(double sum_sq, int n, float eps) {

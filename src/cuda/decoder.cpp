@@ -13,10 +13,10 @@
 namespace strata::cuda {
 namespace {
 
-// Whether the MoE's shared expert runs on its own stream (Impl::shared_stream). On unless the
-// environment sets STRATA_SHARED_FORK=0: the other arm of a benchmark.
-bool shared_expert_forked() {
-  const char* v = std::getenv("STRATA_SHARED_FORK");
+// Whether windows put independent launches on a second stream (Impl::side_stream). On unless the
+// environment sets STRATA_SIDE_STREAM=0: the other arm of a benchmark.
+bool side_stream_enabled() {
+  const char* v = std::getenv("STRATA_SIDE_STREAM");
   return v == nullptr || v[0] != '0';
 }
 
@@ -89,12 +89,12 @@ Decoder::Impl::~Impl() {
     cudaStreamDestroy(copy_stream);
   }
   if (rows_copied) cudaEventDestroy(rows_copied);
-  if (shared_stream) {
-    cudaStreamSynchronize(shared_stream);
-    cudaStreamDestroy(shared_stream);
+  if (side_stream) {
+    cudaStreamSynchronize(side_stream);
+    cudaStreamDestroy(side_stream);
   }
-  if (shared_fork) cudaEventDestroy(shared_fork);
-  if (shared_join) cudaEventDestroy(shared_join);
+  if (side_fork) cudaEventDestroy(side_fork);
+  if (side_join) cudaEventDestroy(side_join);
 }
 
 Result<std::unique_ptr<Decoder>> Decoder::create(const model::ModelConfig& config, const model::Weights& weights,
@@ -117,10 +117,10 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const model::ModelConfig& confi
   }
   DECODER_CUDA_TRY(cudaSetDevice(options.device));
   DECODER_CUDA_TRY(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
-  if (shared_expert_forked()) {
-    DECODER_CUDA_TRY(cudaStreamCreateWithFlags(&impl->shared_stream, cudaStreamNonBlocking));
-    DECODER_CUDA_TRY(cudaEventCreateWithFlags(&impl->shared_fork, cudaEventDisableTiming));
-    DECODER_CUDA_TRY(cudaEventCreateWithFlags(&impl->shared_join, cudaEventDisableTiming));
+  if (side_stream_enabled()) {
+    DECODER_CUDA_TRY(cudaStreamCreateWithFlags(&impl->side_stream, cudaStreamNonBlocking));
+    DECODER_CUDA_TRY(cudaEventCreateWithFlags(&impl->side_fork, cudaEventDisableTiming));
+    DECODER_CUDA_TRY(cudaEventCreateWithFlags(&impl->side_join, cudaEventDisableTiming));
   }
   if (config.has_ple) {
     DECODER_CUDA_TRY(cudaStreamCreateWithFlags(&impl->copy_stream, cudaStreamNonBlocking));

@@ -350,10 +350,11 @@ struct Decoder::Impl {
   cudaStream_t stream = nullptr;
   cudaStream_t copy_stream = nullptr;  // the n-gram rows' host-to-device copy (PLE models)
   cudaEvent_t rows_copied = nullptr;   // recorded on copy_stream after it
-  // The MoE's shared expert runs on its own stream beside the router and the routed experts
-  // (decoder_window.cpp's moe()): forked from `stream` after u, joined before the combine.
-  cudaStream_t shared_stream = nullptr;
-  cudaEvent_t shared_fork = nullptr, shared_join = nullptr;
+  // A second stream for independent launches of a window (decoder_window.cpp: the MoE's shared
+  // expert beside the routed path): forked from `stream` (side_fork), joined back before the
+  // first consumer (side_join).
+  cudaStream_t side_stream = nullptr;
+  cudaEvent_t side_fork = nullptr, side_join = nullptr;
   DeviceMemory weight_arena, state_memory, scratch_memory;
   PinnedMemory pinned_inputs, pinned_rows, pinned_argmax;
   int64_t ple_row_bytes = 0;

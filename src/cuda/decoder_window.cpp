@@ -49,6 +49,24 @@ class WindowRun {
     return Status::ok_status();
   }
 
+  // The second stream for launches independent of the ones that follow on st_: Impl::side_stream
+  // without an observer (the graphs and the plain run); with one (stage values or the profile's
+  // events) everything stays in order on st_. fork(side) lets side start after what st_ has
+  // issued; join(side) makes st_ wait for what side has issued since.
+  cudaStream_t side() const { return obs_ == nullptr && m_.side_stream != nullptr ? m_.side_stream : st_; }
+  Status fork(cudaStream_t side) {
+    if (side == st_) return Status::ok_status();
+    DECODER_CUDA_TRY(cudaEventRecord(m_.side_fork, st_));
+    DECODER_CUDA_TRY(cudaStreamWaitEvent(side, m_.side_fork, 0));
+    return Status::ok_status();
+  }
+  Status join(cudaStream_t side) {
+    if (side == st_) return Status::ok_status();
+    DECODER_CUDA_TRY(cudaEventRecord(m_.side_join, side));
+    DECODER_CUDA_TRY(cudaStreamWaitEvent(st_, m_.side_join, 0));
+    return Status::ok_status();
+  }
+
   Status embed() {
     GetRowsArgs g;
     g.type = m_.w.token_embd.type;
@@ -289,10 +307,9 @@ class WindowRun {
   // MoE (spec §8): router (+ the shared gate's logit) -> top-k and grouping in one kernel ->
   // grouped experts; the shared expert; then the routed sum and the gated shared output into y in
   // one kernel. Concatenated weights (router_gi, sh_gate_up) when uploaded, else their parts.
-  // Without an observer the shared expert runs on Impl::shared_stream beside the routed path
-  // (forked after u, joined before the combine): the two read only u and write disjoint scratch,
-  // and the routed path's short launches (the one-CTA route_and_group among them) leave most SMs
-  // free. With an observer (stage values or the profile's events) everything stays in order.
+  // The shared expert runs on side() beside the routed path (forked after u, joined before the
+  // combine): the two read only u and write disjoint scratch, and the routed path's short
+  // launches (the one-CTA route_and_group among them) leave most SMs free.
   Status moe(const DevBlock& b) {
     const int E = static_cast<int>(c_.n_expert), k = static_cast<int>(c_.n_expert_used);
     const ExpertWeights& e = b.experts;
@@ -300,14 +317,12 @@ class WindowRun {
     STRATA_TRY(quantize_for(s_.u, {&b.router, &b.router_gi, &e.gate, &e.up, &e.gate_up, &b.sh_gate, &b.sh_up,
                                    &b.sh_gate_up, &b.sh_gate_inp}));
     const Act u = s_.u.act(T_);
-    const bool fork = obs_ == nullptr && m_.shared_stream != nullptr;
-    const cudaStream_t sh = fork ? m_.shared_stream : st_;
-    if (fork) {
-      DECODER_CUDA_TRY(cudaEventRecord(m_.shared_fork, st_));
-      DECODER_CUDA_TRY(cudaStreamWaitEvent(sh, m_.shared_fork, 0));
+    const cudaStream_t sh = side();
+    const bool forked = sh != st_;
+    if (forked) {
+      STRATA_TRY(fork(sh));
       if (!b.router_gi) STRATA_TRY(op(linear(b.sh_gate_inp, u, s_.gate_logit, 1, sh)));
       STRATA_TRY(shared_expert(b, u, sh));
-      DECODER_CUDA_TRY(cudaEventRecord(m_.shared_join, sh));
     }
     const float* logits = s_.router_logits;  // row t at logits + t * logit_stride
     int64_t logit_stride = E;
@@ -321,7 +336,7 @@ class WindowRun {
       gate_stride = E + 1;
     } else {
       STRATA_TRY(op(linear(b.router, u, s_.router_logits, E, st_)));
-      if (!fork) STRATA_TRY(op(linear(b.sh_gate_inp, u, s_.gate_logit, 1, st_)));
+      if (!forked) STRATA_TRY(op(linear(b.sh_gate_inp, u, s_.gate_logit, 1, st_)));
     }
     STRATA_TRY(op(route_and_group(logits, logit_stride, T_, k, e, s_.experts, s_.ids, s_.weights, st_)));
     if (values && logits != s_.router_logits) {
@@ -335,8 +350,8 @@ class WindowRun {
     if (values) STRATA_TRY(op(expert_combine(e, T_, k, s_.experts, s_.y, st_)));
     STRATA_TRY(stage("experts", b.index, s_.y, H_));
 
-    if (fork) {
-      DECODER_CUDA_TRY(cudaStreamWaitEvent(st_, m_.shared_join, 0));
+    if (forked) {
+      STRATA_TRY(join(sh));
     } else {
       STRATA_TRY(shared_expert(b, u, st_));
     }

@@ -95,9 +95,6 @@ __global__ void __launch_bounds__(32) router_topk_kernel(const float* __restrict
 
 constexpr int kEwThreads = 256;  // elementwise kernels: 4 values per thread
 
-// silu as torch's CPU kernel computes it (reference::silu): x / (1 + exp(-x)).
-__device__ __forceinline__ float silu(float x) { return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x))); }
-
 // Row blockIdx.y, values 4 * (blockIdx.x * kEwThreads + threadIdx.x) .. + 3. When q8 != nullptr
 // (n a multiple of 32) the same lanes quantize h: their 8-lane groups are its q8_1 blocks.
 __global__ void __launch_bounds__(kEwThreads) swiglu_kernel(const float* __restrict__ g, const float* __restrict__ u,
@@ -112,8 +109,7 @@ __global__ void __launch_bounds__(kEwThreads) swiglu_kernel(const float* __restr
   if (live) {
     const float4 gv = *reinterpret_cast<const float4*>(g + t * stride + 4 * quad);
     const float4 uv = *reinterpret_cast<const float4*>(u + t * stride + 4 * quad);
-    hv = make_float4(__fmul_rn(silu(gv.x), uv.x), __fmul_rn(silu(gv.y), uv.y), __fmul_rn(silu(gv.z), uv.z),
-                     __fmul_rn(silu(gv.w), uv.w));
+    hv = swiglu4(gv, uv);
     *reinterpret_cast<float4*>(h + t * n + 4 * quad) = hv;
   }
   if (q8 != nullptr) quantize_q8_1_quad(hv, live, q8 + t * q8_stride, quad >> 3, quad & 7);
@@ -136,8 +132,7 @@ __global__ void __launch_bounds__(kEwThreads) swiglu_entries_kernel(const float*
   if (live) {
     const float4 gv = *reinterpret_cast<const float4*>(gu + i * 2 * n + 4 * quad);
     const float4 uv = *reinterpret_cast<const float4*>(gu + i * 2 * n + n + 4 * quad);
-    hv = make_float4(__fmul_rn(silu(gv.x), uv.x), __fmul_rn(silu(gv.y), uv.y), __fmul_rn(silu(gv.z), uv.z),
-                     __fmul_rn(silu(gv.w), uv.w));
+    hv = swiglu4(gv, uv);
     *reinterpret_cast<float4*>(h + i * n + 4 * quad) = hv;
   }
   if (q8 != nullptr) quantize_q8_1_quad(hv, live, q8 + i * q8_stride, quad >> 3, quad & 7);

@@ -35,6 +35,10 @@
 //     by 32 / G rows at once; warps walk the tile's row sets. Each lane walks its units in
 //     batches of kLoadBatch whose loads are all issued before any is used, keeps one sum per
 //     entry, and the G lanes reduce them with a fixed xor butterfly.
+//   * The down call may take each entry's gate | up floats instead of its q8_1 h (swiglu_gu):
+//     the CTA then forms h and its q8_1 codes as swiglu_entries_kernel does, bit for bit, and
+//     the CTAs of block column 0 leave both in the scratch, so no launch separates gate/up and
+//     down. Measured (ncu, T = 1, Q2_0): the down kernel 7.3 -> 7.5 us, the 2.8 us SwiGLU launch gone.
 //   * Per (row, entry): y = sum over chunks of (scale * d_a) * dot: the reference's products
 //     summed in another order (docs/PARITY.md bounds the grouped experts by relative error).
 #include <cuda_fp16.h>
@@ -43,6 +47,7 @@
 #include <cstdlib>
 
 #include "moe_direct.h"
+#include "q8_1.cuh"
 
 namespace strata::cuda::moe_detail {
 namespace {
@@ -253,6 +258,49 @@ __device__ void unpack_entries(const GroupedArgs& a, int b0, int nb, uint8_t* co
   }
 }
 
+// The 16-element groups of the tile's first nb rows, transposed in place to Q2_0's order.
+__device__ void transpose_tile(uint8_t* codes, int nb, int K) {
+  for (int i = threadIdx.x; i < nb * K / 16; i += blockDim.x) {
+    uint4* g = reinterpret_cast<uint4*>(codes) + i;
+    const uint4 v = *g;
+    *g = transpose_group(v.x, v.y, v.z, v.w);
+  }
+}
+
+// Entries b0 .. b0 + nb - 1's h = silu(gate) * up from a.swiglu_gu and its q8_1 codes into the
+// tile, as swiglu_entries_kernel forms them (one 8-lane group per 32-element block, so the codes
+// and d are that kernel's to the bit); with write_out, h and its q8_1 rows to global memory too.
+template <bool kPermuted>
+__device__ void swiglu_entries_tile(const GroupedArgs& a, int b0, int nb, uint8_t* codes, int2* ds, bool write_out) {
+  const int n = a.nchunks * 32;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = lane & 7;
+  const int total = nb * a.nchunks;
+  for (int base = 4 * warp; base < total; base += 4 * kDirectWarps) {  // warp-uniform
+    const int blk = base + (lane >> 3);
+    const bool live = blk < total;
+    const int t = live ? blk / a.nchunks : 0, c = live ? blk % a.nchunks : 0;
+    const int64_t i = b0 + t;
+    float4 hv = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (live) {
+      const float* row = a.swiglu_gu + i * 2 * n + 32 * c + 4 * part;
+      hv = swiglu4(*reinterpret_cast<const float4*>(row), *reinterpret_cast<const float4*>(row + n));
+    }
+    const Q8Quad q = q8_1_quad(hv);
+    if (!live) continue;
+    *reinterpret_cast<uint32_t*>(codes + static_cast<size_t>(t) * n + 32 * c + 4 * part) = q.packed;
+    // The consumer of a q8_1 row reads d as stored: rounded to f16.
+    if (part == 0) ds[static_cast<size_t>(t) * a.nchunks + c] = make_int2(__float_as_int(__half2float(__float2half_rn(q.d))), q.sum);
+    if (write_out) {
+      *reinterpret_cast<float4*>(a.h_out + i * n + 32 * c + 4 * part) = hv;
+      store_q8_1_quad(q, a.h_q8_out + i * a.h_q8_stride, c, part);
+    }
+  }
+  if constexpr (kPermuted) {
+    __syncthreads();
+    transpose_tile(codes, nb, n);
+  }
+}
+
 template <Type T, int kNB>
 __global__ void __launch_bounds__(kDirectThreads, DirectUnit<T>::kMinBlocks)
     grouped_direct_kernel(const GroupedArgs a, const int G, const int tile_rows) {
@@ -286,7 +334,11 @@ __global__ void __launch_bounds__(kDirectThreads, DirectUnit<T>::kMinBlocks)
     for (int b0 = first; b0 < last; b0 += kNB) {
       const int nb = last - b0 < kNB ? last - b0 : kNB;
       __syncthreads();  // the previous batch's activations are no longer read (and the grid is in)
-      unpack_entries<U::kPermuted>(a, b0, nb, codes, ds);
+      if (a.swiglu_gu != nullptr) {
+        swiglu_entries_tile<U::kPermuted>(a, b0, nb, codes, ds, blockIdx.x == 0);
+      } else {
+        unpack_entries<U::kPermuted>(a, b0, nb, codes, ds);
+      }
       __syncthreads();
       for (int set = warp; set < nsets; set += kDirectWarps) {
         const int row = tile_r0 + set * rows_per_warp + lane / G;

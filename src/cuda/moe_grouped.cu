@@ -1,7 +1,8 @@
 // native_expert_grouped (moe.h): the window's T x k routed entries grouped by expert on the
 // device, then gate/up per group, SwiGLU + q8_1 over the entries, down per group, and each row's
-// weighted sum in ascending expert id. The quantized per-group mat-vec is moe_grouped.cuh's
-// (one generated instance per weight type); this file holds the grouping (on its own, or fused
+// weighted sum in ascending expert id. The quantized per-group mat-vec is moe_direct.cu's for
+// the types and windows it serves (its down call forms SwiGLU + q8_1 itself), else
+// moe_grouped.cuh's (one generated instance per weight type); this file holds the grouping (on its own, or fused
 // with the router's softmax + top-k), the float-weight variant, the combine (on its own, or with the
 // shared expert's gated output) and the host entries. Its kernels are launched with PDL
 // (launch.cuh): each waits for its predecessor before its first read of an activation.
@@ -547,8 +548,6 @@ Status expert_mlp_grouped(const ExpertWeights& w, const Act& u, int k, const Exp
   STRATA_TRY(launch_grouped(gt, a, group_rows, *dev, s));
 
   const bool q8_mid = mmvq_takes_q8_1(dt);
-  STRATA_TRY(swiglu_entries(gate_up, n, w.n_ff, g.n_groups, g.group_start, h, q8_mid ? h_q8 : nullptr, l.h_q8_stride, stream));
-
   a.w0 = a.w1 = static_cast<const uint8_t*>(w.down.data);
   a.rows = w.n_embd;
   a.split = a.rows;
@@ -560,6 +559,15 @@ Status expert_mlp_grouped(const ExpertWeights& w, const Act& u, int k, const Exp
   a.act_row = nullptr;  // entry i's h is row i
   a.out = out;
   a.out_stride = w.n_embd;
+  if (q8_mid && grouped_direct_supports(dt, a)) {
+    // The direct kernel forms h and its q8_1 codes itself (and still leaves both in the scratch).
+    a.swiglu_gu = gate_up;
+    a.h_out = h;
+    a.h_q8_out = h_q8;
+    a.h_q8_stride = l.h_q8_stride;
+    return launch_grouped_direct(dt, a, group_rows, s);
+  }
+  STRATA_TRY(swiglu_entries(gate_up, n, w.n_ff, g.n_groups, g.group_start, h, q8_mid ? h_q8 : nullptr, l.h_q8_stride, stream));
   return launch_grouped(dt, a, group_rows, *dev, s);
 }
 

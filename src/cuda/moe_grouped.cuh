@@ -62,6 +62,13 @@ struct GroupedArgs {
   int batch = kBatch;              // entries staged and multiplied at once: min(kBatch, T), since a
                                    // group has at most T entries when each row's experts are distinct
   int ksplit = 1;                  // 1, 2, 4 or 8
+  // grouped_direct_kernel only (moe_direct.h): the activations given as each entry's gate | up
+  // floats (rows of 2 * nchunks * 32, by entry); the kernel forms h = silu(gate) * up and its
+  // q8_1 codes itself, and its CTAs of block column 0 also write them to h_out / h_q8_out.
+  const float* swiglu_gu = nullptr;
+  float* h_out = nullptr;
+  uint8_t* h_q8_out = nullptr;
+  int64_t h_q8_stride = 0;
 };
 
 __device__ __forceinline__ const uint8_t* weight_row(const GroupedArgs& a, int e, int r) {
