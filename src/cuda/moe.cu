@@ -12,6 +12,7 @@
 #include "common.cuh"
 #include "launch.cuh"
 #include "q8_1.cuh"
+#include "route.cuh"
 
 namespace strata::cuda {
 namespace {
@@ -19,11 +20,6 @@ namespace {
 // ---- router ----------------------------------------------------------------------------------
 
 constexpr int kRouterMaxExperts = 8192;  // two float arrays of this size fit 64 KB of shared memory
-
-// a before b in the reference's top-k order: probability descending, ties to the lower id.
-__device__ __forceinline__ bool ranks_before(float pa, int ia, float pb, int ib) {
-  return pa > pb || (pa == pb && ia < ib);
-}
 
 // One warp per window row: softmax as reference::softmax (max, exp, sum in double, divide), then
 // k rounds of a warp-wide argmax under ranks_before (each round removes its winner), then the
@@ -67,14 +63,7 @@ __global__ void __launch_bounds__(32) router_topk_kernel(const float* __restrict
         bi = e;
       }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float op = __shfl_xor_sync(0xffffffffu, bp, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ranks_before(op, oi, bp, bi)) {
-        bp = op;
-        bi = oi;
-      }
-    }
+    warp_rank_first(bp, bi);
     const int id = bi < n ? bi : 0;  // only NaN logits leave no candidate
     if (lane == 0) {
       ids[static_cast<int64_t>(t) * k + r] = id;

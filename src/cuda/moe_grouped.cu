@@ -16,6 +16,7 @@
 #include "moe.h"
 #include "moe_direct.h"
 #include "moe_grouped.cuh"
+#include "route.cuh"
 
 namespace strata::cuda {
 namespace moe_detail {
@@ -125,13 +126,9 @@ constexpr int kRouteWarps = kRouteThreads / 32;
 static_assert(kRouteThreads >= kMaxExpertEntries, "one thread per entry in the grouping");
 static_assert(kRouteWarps >= kMaxWindowRows, "one warp per window row");
 
-// a before b in the reference's top-k order: probability descending, ties to the lower id. NaN
-// (every p of a row once any logit is NaN) ranks after every number, so such a row still gets k
-// distinct experts; a taken expert (-inf) after NaN.
+// The value route.cuh's ranks_before compares: NaN (every p of a row once any logit is NaN) ranks
+// after every number, so such a row still gets k distinct experts; a taken expert (-inf) after NaN.
 __device__ __forceinline__ float rank_value(float p) { return p == p ? p : -1.0f; }
-__device__ __forceinline__ bool ranks_before(float pa, int ia, float pb, int ib) {
-  return pa > pb || (pa == pb && ia < ib);
-}
 
 // Dynamic shared memory: prob [T][n] floats.
 size_t route_smem_bytes(int T, int n) { return static_cast<size_t>(T) * static_cast<size_t>(n) * sizeof(float); }
@@ -186,15 +183,8 @@ __global__ void __launch_bounds__(kRouteThreads) route_group_kernel(const float*
     for (int r = 0; r < k; ++r) {
       float wv = bv;
       int wi = bi;
-      for (int s = 16; s > 0; s >>= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, wv, s);
-        const int oi = __shfl_xor_sync(0xffffffffu, wi, s);
-        if (ranks_before(ov, oi, wv, wi)) {
-          wv = ov;
-          wi = oi;
-        }
-      }
-      // Every lane holds the winner now (a total order); its owner records and retires it.
+      warp_rank_first(wv, wi);
+      // Every lane holds the winner now; its owner records and retires it.
       if (lane == (wi & 31)) {
         sel_id[t * k + r] = wi;
         sel_p[t * k + r] = prob[wi];
