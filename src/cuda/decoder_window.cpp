@@ -165,12 +165,13 @@ class WindowRun {
     STRATA_TRY(stage("hc_attn_combine", b.index, fold ? s_.hc_x_alt : s_.x, W_));
     STRATA_TRY(hc_mix(b.ffn_hc, fold));
     STRATA_TRY(stage("hc_ffn_mix", b.index, s_.u.f32, H_));
-    STRATA_TRY(moe(b));
-    if (fold) {
-      STRATA_TRY(op(hc_combine_into(s_.hc_x_alt, s_.y, s_.hc_alpha_alt, T_, S_, H_, s_.x, st_)));
-    } else {
-      STRATA_TRY(op(hc_combine(s_.x, s_.y, s_.alpha, T_, S_, H_, st_)));
-    }
+    // The ffn combine, X (hc_x_alt with the fold) + alpha (x) y into x, in the MoE's own last launch.
+    WideCombine wide;
+    wide.x = fold ? s_.hc_x_alt : s_.x;
+    wide.alpha = fold ? s_.hc_alpha_alt : s_.alpha;
+    wide.S = S_;
+    wide.out = s_.x;
+    STRATA_TRY(moe(b, wide));
     return stage("hc_ffn_combine", b.index, s_.x, W_);
   }
 
@@ -306,11 +307,11 @@ class WindowRun {
 
   // MoE (spec §8): router (+ the shared gate's logit) -> top-k and grouping in one kernel ->
   // grouped experts; the shared expert; then the routed sum and the gated shared output into y in
-  // one kernel. Concatenated weights (router_gi, sh_gate_up) when uploaded, else their parts.
+  // one kernel, which also applies `wide` (the block's ffn combine) to the wide residual. Concatenated weights (router_gi, sh_gate_up) when uploaded, else their parts.
   // The shared expert runs on side() beside the routed path (forked after u, joined before the
   // combine): the two read only u and write disjoint scratch, and the routed path's short
   // launches (the one-CTA route_and_group among them) leave most SMs free.
-  Status moe(const DevBlock& b) {
+  Status moe(const DevBlock& b, const WideCombine& wide) {
     const int E = static_cast<int>(c_.n_expert), k = static_cast<int>(c_.n_expert_used);
     const ExpertWeights& e = b.experts;
     const bool values = obs_ && obs_->wants_values();
@@ -361,7 +362,7 @@ class WindowRun {
       STRATA_TRY(op(shared_gate_add(s_.shared, s_.s, gate_logit, gate_stride, T_, H_, st_)));
     }
     STRATA_TRY(stage("shared", b.index, s_.shared, H_));
-    return op(expert_combine_shared(e, T_, k, s_.experts, s_.s, gate_logit, gate_stride, s_.y, st_));
+    return op(expert_combine_shared(e, T_, k, s_.experts, s_.s, gate_logit, gate_stride, s_.y, st_, &wide));
   }
 
   // The shared expert's ungated output s = down(silu(gate u) * up u) on stream `on`.

@@ -662,16 +662,6 @@ Status hc_combine(float* x, const float* y, const float* alpha, int T, int S, in
   return Status::ok_status();
 }
 
-Status hc_combine_into(const float* x, const float* y, const float* alpha, int T, int S, int H, float* out,
-                       Stream stream) {
-  STRATA_TRY(check_rows("hc_combine_into", T, S, H));
-  if (!x || !y || !alpha || !out) return fail("hc_combine_into", "x, y, alpha and out must be non-null");
-  const int n = T * S * H;
-  if (overlaps(x, n, out, n)) return fail("hc_combine_into", "out must not overlap x (hc_combine is the in-place form)");
-  STRATA_CUDA_TRY(launch_kernel(hc_combine_kernel, dim3(blocks_for(n)), dim3(kEltThreads), 0, stream, x, y, alpha, S, H, n, out));
-  return Status::ok_status();
-}
-
 Status hc_broadcast(const float* e, int T, int S, int H, float* x, Stream stream) {
   STRATA_TRY(check_rows("hc_broadcast", T, S, H));
   if (!e || !x) return fail("hc_broadcast", "e and x must be non-null");

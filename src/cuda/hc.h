@@ -77,11 +77,6 @@ struct HcPostArgs {
 };
 Status hc_post(const HcPostArgs& a, Stream stream);
 
-// out[t, s*H + j] = x[t, s*H + j] + y[t*H + j] * alpha[t*S + s]: hc_combine out of place (out
-// must not overlap x), for a residual that hc_pre's fold moved to another buffer.
-Status hc_combine_into(const float* x, const float* y, const float* alpha, int T, int S, int H, float* out,
-                       Stream stream);
-
 // x[t, s*H + j] = e[t*H + j] for every stream s (the wide residual's start, spec §2).
 Status hc_broadcast(const float* e, int T, int S, int H, float* x, Stream stream);
 

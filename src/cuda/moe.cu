@@ -19,37 +19,25 @@ namespace {
 
 // ---- router ----------------------------------------------------------------------------------
 
-constexpr int kRouterMaxExperts = 8192;  // two float arrays of this size fit 64 KB of shared memory
-
-// One warp per window row: softmax as reference::softmax (max, exp, sum in double, divide), then
-// k rounds of a warp-wide argmax under ranks_before (each round removes its winner), then the
-// weights p_e / sum with the sum taken in selection order as reference::route does.
+// One warp per window row: route.cuh's warp_softmax over the row in registers, then k rounds of
+// a warp-wide argmax under ranks_before (each round removes its winner), then the weights
+// p_e / sum with the sum taken in selection order as reference::route does.
 __global__ void __launch_bounds__(32) router_topk_kernel(const float* __restrict__ logits, int n, int k,
                                                          int32_t* __restrict__ ids, float* __restrict__ weights) {
-  extern __shared__ float router_smem[];
-  float* prob = router_smem;      // [n] softmax probabilities
-  float* work = router_smem + n;  // [n] probabilities still in the race (-inf once taken)
+  __shared__ float prob[kRouterMaxExperts];  // [n] softmax probabilities
+  __shared__ float work[kRouterMaxExperts];  // [n] probabilities still in the race (-inf once taken)
   pdl_launch_dependents();
   pdl_wait();
   const int t = blockIdx.x, lane = threadIdx.x;
   const float* x = logits + static_cast<int64_t>(t) * n;
 
-  float mx = -INFINITY;
-  for (int e = lane; e < n; e += 32) mx = fmaxf(mx, x[e]);
-  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  double sum = 0.0;  // lane-strided partial sums, then a fixed butterfly: deterministic
-  for (int e = lane; e < n; e += 32) {
-    const float v = expf(__fsub_rn(x[e], mx));
-    prob[e] = v;
-    sum += static_cast<double>(v);
-  }
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  const float s = static_cast<float>(sum);
-  for (int e = lane; e < n; e += 32) {
-    const float p = __fdiv_rn(prob[e], s);
-    prob[e] = p;
-    work[e] = p;
-  }
+  float p[kRouterLaneSlots];
+#pragma unroll
+  for (int j = 0; j < kRouterLaneSlots; ++j) p[j] = lane + 32 * j < n ? x[lane + 32 * j] : 0.0f;
+  warp_softmax(p, n, lane);
+#pragma unroll
+  for (int j = 0; j < kRouterLaneSlots; ++j)
+    if (lane + 32 * j < n) prob[lane + 32 * j] = work[lane + 32 * j] = p[j];
   __syncwarp();
 
   float selected_sum = 0.0f;  // lane 0 only: the reference's float sum in selection order
@@ -149,14 +137,10 @@ Status router_topk(const float* logits, int T, int n_expert, int k, int32_t* ids
   if (logits == nullptr || ids == nullptr || weights == nullptr) return Status::error(where + "null logits, ids or weights");
   if (T < 1 || T > 65535) return Status::error(where + "T must be in 1..65535");
   if (n_expert < 1 || n_expert > kRouterMaxExperts)
-    return Status::error(where + "n_expert must be in 1.." + std::to_string(kRouterMaxExperts));
+    return Status::error(where + "n_expert must be in 1.." + std::to_string(kRouterMaxExperts) + " (the router keeps a row in registers, " +
+                         std::to_string(kRouterLaneSlots) + " experts per lane)");
   if (k < 1 || k > n_expert) return Status::error(where + "k must be in 1..n_expert");
-  const size_t smem = 2 * static_cast<size_t>(n_expert) * sizeof(float);
-  if (smem > 48 * 1024) {
-    STRATA_CUDA_TRY(cudaFuncSetAttribute(router_topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(2 * kRouterMaxExperts * sizeof(float))));
-  }
-  STRATA_CUDA_TRY(launch_kernel(router_topk_kernel, dim3(T), dim3(32), smem, stream, logits, n_expert, k, ids, weights));
+  STRATA_CUDA_TRY(launch_kernel(router_topk_kernel, dim3(T), dim3(32), 0, stream, logits, n_expert, k, ids, weights));
   return Status::ok_status();
 }
 

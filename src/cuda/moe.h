@@ -25,7 +25,7 @@
 
 namespace strata::cuda {
 
-// logits [T, n_expert] -> ids [T, k] (by probability descending), weights [T, k].
+// logits [T, n_expert] -> ids [T, k] (by probability descending), weights [T, k]; n_expert <= 512.
 Status router_topk(const float* logits, int T, int n_expert, int k, int32_t* ids, float* weights, Stream stream);
 
 struct ExpertWeights {
@@ -82,6 +82,7 @@ Status group_expert_entries(const ExpertWeights& w, const int32_t* ids, const fl
 // w.n_expert columns; same ids, same tie rule, same weight formula) AND the grouping
 // group_expert_entries would make of those ids/weights (identical arrays), in one launch. ids and
 // weights [T, k] are written too. Requires T * k <= min(kMaxExpertEntries, scratch.cap_entries).
+// n_expert <= 512 (kRouterMaxExperts: the router keeps a row in registers, 16 experts per lane).
 Status route_and_group(const float* logits, int64_t logits_stride, int T, int k, const ExpertWeights& w,
                        const ExpertScratch& scratch, int32_t* ids, float* weights, Stream stream);
 
@@ -98,8 +99,19 @@ Status native_expert_grouped_pregrouped(const ExpertWeights& w, const Act& u, in
 // (overwrites y). expert_combine_shared: the same sum, then + s[t, :] * sigmoid(gate_logit[t *
 // gate_stride]) as one more rounded addition, bit for bit expert_combine then shared_gate_add.
 Status expert_combine(const ExpertWeights& w, int T, int k, const ExpertScratch& scratch, float* y, Stream stream);
+// With wide set, the same launch also updates the wide residual with the y it just formed (spec
+// §4's combine): wide.out[t, j2 * H + j] = wide.x[t, j2 * H + j] + y[t, j] * wide.alpha[t * S + j2]
+// for each of the S streams j2, rounded as hc_combine, so one launch less per MoE block. out may be
+// x (each element is read and written by one thread) but must not otherwise overlap it.
+struct WideCombine {
+  const float* x = nullptr;      // [T, S*H]
+  const float* alpha = nullptr;  // [T, S]
+  int S = 0;
+  float* out = nullptr;          // [T, S*H]
+};
 Status expert_combine_shared(const ExpertWeights& w, int T, int k, const ExpertScratch& scratch, const float* s,
-                             const float* gate_logit, int64_t gate_stride, float* y, Stream stream);
+                             const float* gate_logit, int64_t gate_stride, float* y, Stream stream,
+                             const WideCombine* wide = nullptr);
 
 // h[t, i] = silu(g[t, i]) * u[t, i] for T rows of n values (rows g + t * stride, u + t * stride,
 // h + t * n); when h_q8 != nullptr also its q8_1 form (rows h_q8 + t * q8_stride bytes).

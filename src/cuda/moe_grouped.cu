@@ -55,23 +55,26 @@ GroupOut group_out(const ExpertScratch& scratch, const ExpertScratchLayout& l) {
 }
 
 // The grouping of n entries (entry i = row i / k, slot i % k; expert_of in shared memory, in
-// range), by the whole CTA (blockDim.x >= n; every thread must call it). Thread i = entry i. The
-// sorted position of an entry is its rank under (expert, i): the number of entries before it in
-// that order, so positions are a permutation and entries of one expert keep their row order. Its
-// rank within its own row under the same order puts row t's entries in ascending expert id at
-// row_entries[t * k ..]. sorted and starts: shared scratch of kMaxExpertEntries ints each.
+// range), by the whole CTA (blockDim.x >= n and a multiple of 32; every thread must call it).
+// Thread i = entry i. The sorted position of an entry is its rank under (expert, i): the number of
+// entries before it in that order, so positions are a permutation and entries of one expert keep
+// their row order. Its rank within its own row under the same order puts row t's entries in
+// ascending expert id at row_entries[t * k ..]. A group's index is the number of group starts
+// before it: warp ballots and the per-warp counts. sorted: shared scratch of kMaxExpertEntries
+// ints; warp_starts: of kMaxExpertEntries / 32.
 __device__ void group_entries_block(const int* expert_of, const float* weight_of, int n, int k, int* sorted,
-                                    int* starts, const GroupOut& o) {
-  const int i = threadIdx.x;
+                                    int* warp_starts, const GroupOut& o) {
+  const int i = threadIdx.x, lane = i & 31, warp = i >> 5;
   if (i < n) {
     const int e = expert_of[i];
     const int row = i / k;
+    const unsigned row_first = static_cast<unsigned>(row * k);
     int pos = 0, row_rank = 0;
     for (int m = 0; m < n; ++m) {
       const int em = expert_of[m];
       const int before = em < e || (em == e && m < i);
       pos += before;
-      if (m / k == row) row_rank += before;
+      if (static_cast<unsigned>(m) - row_first < static_cast<unsigned>(k)) row_rank += before;  // m in row's entries
     }
     sorted[pos] = e;
     o.entry_row[pos] = row;
@@ -79,17 +82,19 @@ __device__ void group_entries_block(const int* expert_of, const float* weight_of
     o.row_entries[row * k + row_rank] = pos;
   }
   __syncthreads();
-  if (i < n) starts[i] = i == 0 || sorted[i - 1] != sorted[i];
+  const bool starts_group = i < n && (i == 0 || sorted[i - 1] != sorted[i]);
+  const unsigned ballot = __ballot_sync(0xffffffffu, starts_group);
+  if (lane == 0 && i < n) warp_starts[warp] = __popc(ballot);  // the warps that hold entries
   __syncthreads();
-  if (i < n && starts[i]) {
-    int gi = 0;
-    for (int m = 0; m < i; ++m) gi += starts[m];
+  if (starts_group) {
+    int gi = __popc(ballot & ((1u << lane) - 1u));
+    for (int w = 0; w < warp; ++w) gi += warp_starts[w];
     o.group_expert[gi] = sorted[i];
     o.group_start[gi] = i;
   }
   if (i == 0) {
     int total = 0;
-    for (int m = 0; m < n; ++m) total += starts[m];
+    for (int w = 0; w < (n + 31) / 32; ++w) total += warp_starts[w];
     *o.n_groups = total;
     o.group_start[total] = n;
   }
@@ -99,28 +104,29 @@ __device__ void group_entries_block(const int* expert_of, const float* weight_of
 __global__ void __launch_bounds__(kMaxExpertEntries) group_entries_kernel(const int32_t* __restrict__ ids,
                                                                           const float* __restrict__ weights, int n,
                                                                           int k, int n_expert, GroupOut o) {
-  __shared__ int expert_of[kMaxExpertEntries];  // by entry
-  __shared__ int sorted[kMaxExpertEntries];     // expert by sorted position
-  __shared__ int starts[kMaxExpertEntries];     // 1 where a group starts
+  __shared__ int expert_of[kMaxExpertEntries];        // by entry
+  __shared__ int sorted[kMaxExpertEntries];           // expert by sorted position
+  __shared__ int warp_starts[kMaxExpertEntries / 32];  // group starts per warp of entries
   pdl_launch_dependents();
   pdl_wait();
   const int i = threadIdx.x;
   // Router ids are in range; the clamp only keeps a corrupt id from reading outside the tensors.
   if (i < n) expert_of[i] = min(max(static_cast<int>(ids[i]), 0), n_expert - 1);
   __syncthreads();
-  group_entries_block(expert_of, weights, n, k, sorted, starts, o);
+  group_entries_block(expert_of, weights, n, k, sorted, warp_starts, o);
 }
 
 // ---- router + grouping in one launch ----------------------------------------------------------------
 
-// One CTA for the whole window: warp t routes row t, then all kRouteThreads group the window's
-// T x k entries (group_entries_block). Per row, as reference::route: softmax (max; expf of the
-// difference; the sum in double, per lane then by a fixed xor butterfly; p = e / sum), the top k
-// under ranks_before, weights p_e / (the float sum of the k in rank order).
-// The top k in k rounds of a warp arg-max: every lane keeps the best of its own experts (e = lane
-// + 32 j), the butterfly leaves the winner on every lane, and only its owner marks it taken and
-// rescans. (The form before this one, 512 threads ranking every segment's candidates against
-// each other, took 10 us per layer at T = 1 on the H200.)
+// One CTA for the whole window: warp t routes row t (route_row), then all kRouteThreads group the
+// window's T x k entries (group_entries_block). Per row, as reference::route: route.cuh's
+// warp_softmax, the top k under ranks_before, weights p_e / (the float sum of the k in rank
+// order). The row stays in registers (kRouterLaneSlots per lane), read with independent loads:
+// one round trip to memory. The top k is k rounds of warp_rank_first over each lane's best
+// untaken expert; the winner's owner marks it taken and finds its next best by a short tree over
+// its slots. (The earlier forms took about 10 us per call at T = 1 on the H200: 512 threads
+// ranking every segment's candidates against each other, then probabilities in shared memory
+// that the winning lane rescanned each round, a chain of dependent loads.)
 constexpr int kRouteThreads = 256;
 constexpr int kRouteWarps = kRouteThreads / 32;
 static_assert(kRouteThreads >= kMaxExpertEntries, "one thread per entry in the grouping");
@@ -130,68 +136,76 @@ static_assert(kRouteWarps >= kMaxWindowRows, "one warp per window row");
 // after every number, so such a row still gets k distinct experts; a taken expert (-inf) after NaN.
 __device__ __forceinline__ float rank_value(float p) { return p == p ? p : -1.0f; }
 
-// Dynamic shared memory: prob [T][n] floats.
-size_t route_smem_bytes(int T, int n) { return static_cast<size_t>(T) * static_cast<size_t>(n) * sizeof(float); }
+// One lane's experts of a row: slot j is expert lane + 32 j.
+struct LaneExperts {
+  float p[kRouterLaneSlots];     // probability
+  float rank[kRouterLaneSlots];  // rank_value(p); -inf once taken, and for slots past n
+};
 
-// The best untaken expert of this lane's (rank value and id; id n when it has none left).
-__device__ __forceinline__ void lane_best(const float* prob, int n, int lane, float& bv, int& bi) {
-  bv = -INFINITY;
-  bi = n;
-  for (int e = lane; e < n; e += 32) {
-    const float p = prob[e];
-    if (p == -INFINITY) continue;  // taken
-    const float v = rank_value(p);
-    if (ranks_before(v, e, bv, bi)) {
-      bv = v;
-      bi = e;
+// A lane's best untaken expert: its rank value, slot and probability.
+struct LaneBest {
+  float rank;
+  int slot;
+  float p;
+};
+
+// By a tree over the slots. Its left operand always holds the lower slots, hence the lower ids, so
+// keeping it on equal rank values is ranks_before's tie rule. With every slot at -inf the result
+// is slot 0 at -inf, which no round picks while the row has an untaken expert (k <= n).
+__device__ __forceinline__ LaneBest lane_best(const LaneExperts& x) {
+  LaneBest b[kRouterLaneSlots];
+#pragma unroll
+  for (int j = 0; j < kRouterLaneSlots; ++j) b[j] = LaneBest{x.rank[j], j, x.p[j]};
+#pragma unroll
+  for (int w = 1; w < kRouterLaneSlots; w *= 2)
+#pragma unroll
+    for (int j = 0; j + w < kRouterLaneSlots; j += 2 * w)
+      if (b[j + w].rank > b[j].rank) b[j] = b[j + w];
+  return b[0];
+}
+
+// Row x's top k by one warp (n <= kRouterMaxExperts, k <= n): ids and probabilities in rank order
+// into sel_id[0..k) and sel_p[0..k), each written by the lane that owns the expert.
+__device__ __forceinline__ void route_row(const float* __restrict__ x, int n, int k, int lane, int* sel_id, float* sel_p) {
+  LaneExperts le;
+#pragma unroll
+  for (int j = 0; j < kRouterLaneSlots; ++j) le.p[j] = lane + 32 * j < n ? x[lane + 32 * j] : 0.0f;
+  warp_softmax(le.p, n, lane);
+#pragma unroll
+  for (int j = 0; j < kRouterLaneSlots; ++j) le.rank[j] = lane + 32 * j < n ? rank_value(le.p[j]) : -INFINITY;
+  LaneBest b = lane_best(le);
+  for (int r = 0; r < k; ++r) {
+    float wv = b.rank;
+    int wi = lane + 32 * b.slot;
+    warp_rank_first(wv, wi);
+    // The winner is its owner's best; only there does anything change (no branch: every lane
+    // runs the tree, so the round is the butterfly plus the tree).
+    const bool owner = lane == (wi & 31);
+    if (owner) {
+      sel_id[r] = wi;
+      sel_p[r] = b.p;
     }
+#pragma unroll
+    for (int j = 0; j < kRouterLaneSlots; ++j)
+      if (owner && j == b.slot) le.rank[j] = -INFINITY;
+    b = lane_best(le);
   }
 }
 
 __global__ void __launch_bounds__(kRouteThreads) route_group_kernel(const float* __restrict__ logits, int64_t stride,
                                                                     int T, int n, int k, int32_t* __restrict__ ids,
                                                                     float* __restrict__ weights, GroupOut o) {
-  extern __shared__ float route_smem[];
   __shared__ int sel_id[kMaxExpertEntries];    // entry t * k + r: row t's r-th expert
   __shared__ float sel_p[kMaxExpertEntries];   // ... its probability
   __shared__ float sel_w[kMaxExpertEntries];   // ... and its weight
   __shared__ int sorted[kMaxExpertEntries];    // group_entries_block's scratch
-  __shared__ int starts[kMaxExpertEntries];
+  __shared__ int warp_starts[kMaxExpertEntries / 32];
   pdl_launch_dependents();
   pdl_wait();
 
   const int t = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (t < T) {
-    const float* x = logits + static_cast<int64_t>(t) * stride;
-    float* prob = route_smem + static_cast<int64_t>(t) * n;
-    float mx = -INFINITY;
-    for (int e = lane; e < n; e += 32) mx = fmaxf(mx, x[e]);
-    for (int s = 16; s > 0; s >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, s));
-    double sum = 0.0;
-    for (int e = lane; e < n; e += 32) {
-      const float v = expf(__fsub_rn(x[e], mx));
-      prob[e] = v;
-      sum += static_cast<double>(v);
-    }
-    for (int s = 16; s > 0; s >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, s);
-    const float total = static_cast<float>(sum);
-    for (int e = lane; e < n; e += 32) prob[e] = __fdiv_rn(prob[e], total);  // this lane's own e
-
-    float bv;
-    int bi;
-    lane_best(prob, n, lane, bv, bi);
-    for (int r = 0; r < k; ++r) {
-      float wv = bv;
-      int wi = bi;
-      warp_rank_first(wv, wi);
-      // Every lane holds the winner now; its owner records and retires it.
-      if (lane == (wi & 31)) {
-        sel_id[t * k + r] = wi;
-        sel_p[t * k + r] = prob[wi];
-        prob[wi] = -INFINITY;
-        lane_best(prob, n, lane, bv, bi);
-      }
-    }
+    route_row(logits + static_cast<int64_t>(t) * stride, n, k, lane, sel_id + t * k, sel_p + t * k);
     __syncwarp();
     // Weights: the float sum of the k probabilities in rank order (formed on every lane from
     // broadcast reads), then one division per entry.
@@ -206,7 +220,7 @@ __global__ void __launch_bounds__(kRouteThreads) route_group_kernel(const float*
     }
   }
   __syncthreads();
-  group_entries_block(sel_id, sel_w, T * k, k, sorted, starts, o);
+  group_entries_block(sel_id, sel_w, T * k, k, sorted, warp_starts, o);
 }
 
 // ---- float weights (F32 / F16 / BF16; f32 activations) ---------------------------------------------
@@ -278,13 +292,15 @@ constexpr int kCombineThreads = 256;
 // rounded step by step as the reference's `dst[j] += out * w`. With s != nullptr, then
 // + s[t, j] * sigmoid(gate_logit[t * gate_stride]) rounded as one more addition: the reference adds
 // the gated shared output (s * gate, rounded) to the finished routed sum, and so did
-// shared_gate_add after this kernel alone, so both forms give the same bits.
+// shared_gate_add after this kernel alone, so both forms give the same bits. With wide.out set,
+// the wide residual's S streams of column j then take + y * alpha as hc_combine_kernel rounds it.
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const float* __restrict__ out, int H, int k,
                                                                   const int* __restrict__ row_entries,
                                                                   const float* __restrict__ entry_weight,
                                                                   const float* __restrict__ s,
                                                                   const float* __restrict__ gate_logit,
-                                                                  int64_t gate_stride, float* __restrict__ y) {
+                                                                  int64_t gate_stride, float* __restrict__ y,
+                                                                  const WideCombine wide) {
   pdl_launch_dependents();
   pdl_wait();
   const int t = blockIdx.y;
@@ -300,6 +316,13 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const float* _
     acc = __fadd_rn(acc, __fmul_rn(s[static_cast<int64_t>(t) * H + j], gate));
   }
   y[static_cast<int64_t>(t) * H + j] = acc;
+  if (wide.out != nullptr) {
+    const int64_t row = static_cast<int64_t>(t) * wide.S * H + j;
+    for (int k2 = 0; k2 < wide.S; ++k2) {
+      const int64_t i = row + static_cast<int64_t>(k2) * H;
+      wide.out[i] = __fadd_rn(wide.x[i], __fmul_rn(acc, wide.alpha[t * wide.S + k2]));
+    }
+  }
 }
 
 // ---- host side --------------------------------------------------------------------------------------
@@ -425,17 +448,27 @@ std::string call_name(const char* fn, int T, int k) {
 }
 
 Status launch_combine(const char* fn, const ExpertWeights& w, int T, int k, const ExpertScratch& scratch,
-                      const float* s, const float* gate_logit, int64_t gate_stride, float* y, Stream stream) {
+                      const float* s, const float* gate_logit, int64_t gate_stride, float* y, Stream stream,
+                      const WideCombine& wide = {}) {
   const std::string where = call_name(fn, T, k);
   auto l = check_call(where, w, T, k, scratch);
   if (!l) return l.status();
   if (y == nullptr) return Status::error(where + "null y");
+  if (wide.out != nullptr) {
+    if (wide.x == nullptr || wide.alpha == nullptr || wide.S < 1)
+      return Status::error(where + "a wide combine needs x, alpha and S >= 1");
+    const auto lo = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
+    const uintptr_t n = static_cast<uintptr_t>(T) * wide.S * w.n_embd * sizeof(float);
+    if (wide.out != wide.x && lo(wide.out) < lo(wide.x) + n && lo(wide.x) < lo(wide.out) + n)
+      return Status::error(where + "the wide combine's out must be x itself or not overlap it");
+  }
   const uint8_t* base = static_cast<const uint8_t*>(scratch.base);
   const dim3 grid(static_cast<unsigned>((w.n_embd + kCombineThreads - 1) / kCombineThreads), static_cast<unsigned>(T));
   STRATA_CUDA_TRY(launch_kernel(combine_kernel, grid, dim3(kCombineThreads), 0, stream,
                                 reinterpret_cast<const float*>(base + l->out), w.n_embd, k,
                                 reinterpret_cast<const int*>(base + l->row_entries),
-                                reinterpret_cast<const float*>(base + l->entry_weight), s, gate_logit, gate_stride, y));
+                                reinterpret_cast<const float*>(base + l->entry_weight), s, gate_logit, gate_stride, y,
+                                wide));
   return Status::ok_status();
 }
 
@@ -462,18 +495,10 @@ Status route_and_group(const float* logits, int64_t logits_stride, int T, int k,
   if (!l) return l.status();
   if (logits == nullptr || ids == nullptr || weights == nullptr) return Status::error(where + "null logits, ids or weights");
   if (logits_stride < w.n_expert) return Status::error(where + "logits_stride must be >= n_expert");
-  auto dev = current_device();
-  if (!dev) return dev.status();
-  const size_t smem = route_smem_bytes(T, w.n_expert);
-  // Static shared memory of the kernel: five entry arrays.
-  const size_t static_smem = 5 * kMaxExpertEntries * sizeof(int);
-  if (smem + static_smem > dev->smem_optin)
-    return Status::error(where + "needs " + std::to_string(smem + static_smem) + " bytes of shared memory, the device allows " +
-                         std::to_string(dev->smem_optin));
-  if (smem > 48 * 1024)
-    STRATA_CUDA_TRY(cudaFuncSetAttribute(route_group_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(dev->smem_optin - static_smem)));
-  STRATA_CUDA_TRY(launch_kernel(route_group_kernel, dim3(1), dim3(kRouteThreads), smem, stream, logits, logits_stride, T,
+  if (w.n_expert > kRouterMaxExperts)
+    return Status::error(where + "n_expert must be <= " + std::to_string(kRouterMaxExperts) + " (the router keeps a row in registers, " +
+                         std::to_string(kRouterLaneSlots) + " experts per lane)");
+  STRATA_CUDA_TRY(launch_kernel(route_group_kernel, dim3(1), dim3(kRouteThreads), 0, stream, logits, logits_stride, T,
                                 w.n_expert, k, ids, weights, group_out(scratch, *l)));
   return Status::ok_status();
 }
@@ -566,10 +591,12 @@ Status expert_combine(const ExpertWeights& w, int T, int k, const ExpertScratch&
 }
 
 Status expert_combine_shared(const ExpertWeights& w, int T, int k, const ExpertScratch& scratch, const float* s,
-                             const float* gate_logit, int64_t gate_stride, float* y, Stream stream) {
+                             const float* gate_logit, int64_t gate_stride, float* y, Stream stream,
+                             const WideCombine* wide) {
   if (s == nullptr || gate_logit == nullptr || gate_stride < 1)
     return Status::error(moe_detail::call_name("expert_combine_shared", T, k) + "s and gate_logit must be set, gate_stride >= 1");
-  return moe_detail::launch_combine("expert_combine_shared", w, T, k, scratch, s, gate_logit, gate_stride, y, stream);
+  return moe_detail::launch_combine("expert_combine_shared", w, T, k, scratch, s, gate_logit, gate_stride, y, stream,
+                                    wide != nullptr ? *wide : WideCombine{});
 }
 
 Status native_expert_grouped_pregrouped(const ExpertWeights& w, const Act& u, int k, const ExpertScratch& scratch,

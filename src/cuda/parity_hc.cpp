@@ -5,7 +5,7 @@
 // The fused pair (hc_pre, hc_post) runs against reference::hc_mix itself (weights wrapped as
 // model::Tensor) at the released geometry (S=4, H=2560, rank 320) and a small one (S=4, H=96,
 // rank 32), T = 1..8, F32 / F16 / BF16 weights, with and without inject, and with the previous
-// combine folded into hc_pre; hc_combine_into (the out-of-place combine) bit for bit.
+// combine folded into hc_pre.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -164,34 +164,6 @@ Status hc_combine_case(const ParityOptions& opt, Reporter& rep, const HcGeometry
   STRATA_TRY(upload(da, alpha));
   const auto launch = [&] { return hc_combine(dx.get<float>(), dy.get<float>(), da.get<float>(), T, g.S, g.H, nullptr); };
   return check_output(opt, rep, make_case("hc_combine", line, {{"T", T}, {"S", g.S}, {"H", g.H}}), launch, dx, want, kExactTol);
-}
-
-// The out-of-place combine: out = x + alpha (x) y, bit for bit as reference::hc_combine; x untouched.
-Status hc_combine_into_case(const ParityOptions& opt, Reporter& rep, const HcGeometry& g, int T) {
-  const std::string line = fmt::format("hc_combine_into(T={}, S={}, H={})", T, g.S, g.H);
-  if (!rep.wanted(line)) return Status::ok_status();
-  const CombineCase c(case_seed(opt.seed, line), g, T);
-  const size_t n = c.x.size();
-  const std::vector<float>& x = c.x;
-  const std::vector<float>& y = c.y;
-  const std::vector<float>& alpha = c.alpha;
-  std::vector<float> want = c.want;
-  want.insert(want.end(), x.begin(), x.end());  // and x as it was
-  DeviceBuffer dx, dy, da, dout;
-  STRATA_TRY(upload(dx, x));
-  STRATA_TRY(upload(dy, y));
-  STRATA_TRY(upload(da, alpha));
-  STRATA_TRY(alloc_poisoned(dout, n));
-  const auto launch = [&] {
-    return hc_combine_into(dx.get<float>(), dy.get<float>(), da.get<float>(), T, g.S, g.H, dout.get<float>(), nullptr);
-  };
-  STRATA_TRY(launch());
-  std::vector<float> got, x_after;
-  STRATA_TRY(download_synced(got, dout, n));
-  STRATA_TRY(download_synced(x_after, dx, n));
-  got.insert(got.end(), x_after.begin(), x_after.end());
-  return finish(opt, rep, make_case("hc_combine_into", line, {{"T", T}, {"S", g.S}, {"H", g.H}}),
-                diff(got.data(), want.data(), want.size()), kExactTol, launch);
 }
 
 Status hc_broadcast_case(const ParityOptions& opt, Reporter& rep, const HcGeometry& g, int T) {
@@ -501,8 +473,6 @@ Status run_hc_cases(const ParityOptions& opt, Reporter& rep) {
           STRATA_TRY(hc_fused_case(opt, rep, pool, g, T, type, inject, false));
           if (inject) STRATA_TRY(hc_fused_case(opt, rep, pool, g, T, type, inject, true));  // the ffn site's fold
         }
-  for (const HcGeometry& g : kGeometries)
-    for (int T : kTs) STRATA_TRY(hc_combine_into_case(opt, rep, g, T));
   return Status::ok_status();
 }
 

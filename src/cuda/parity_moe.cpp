@@ -20,6 +20,7 @@
 #include "strata/cuda/quantize.h"
 #include "strata/quant/dequant.h"
 #include "strata/quant/quantize.h"
+#include "strata/reference/hc.h"
 #include "strata/reference/moe.h"
 #include "strata/reference/ops.h"
 
@@ -84,7 +85,8 @@ std::vector<float> reference_view(const std::vector<float>& x, int64_t rows, int
 // ---- router -----------------------------------------------------------------------------------------
 
 // T rows of n random logits with planted ties: three experts share the top logit, two share the
-// k-th largest (one of them then falls just outside the k).
+// k-th largest (one of them then falls just outside the k), and when n > 32 so do two experts 32
+// apart (one lane's slots in the device's routing warp).
 std::vector<float> router_logits_with_ties(const ParityOptions& opt, const std::string& line, int T, int n, int k) {
   std::vector<float> logits = random_normal(case_seed(opt.seed, line), static_cast<size_t>(T * n), 2.0f);
   std::mt19937_64 rng(case_seed(opt.seed, line + " ties"));
@@ -96,6 +98,10 @@ std::vector<float> router_logits_with_ties(const ParityOptions& opt, const std::
     std::sort(sorted.begin(), sorted.end(), std::greater<float>());
     const float kth = sorted[static_cast<size_t>(std::min(k, n) - 1)];
     for (int i = 0; i < 2; ++i) x[rng() % n] = kth;
+    if (n > 32) {
+      const int c = static_cast<int>(rng() % static_cast<uint64_t>(n - 32));
+      x[c] = x[c + 32] = kth;
+    }
   }
   return logits;
 }
@@ -113,7 +119,7 @@ Status run_router_cases(const ParityOptions& opt, Reporter& rep) {
   struct Shape {
     int n_expert, k;
   };
-  const Shape shapes[] = {{512, 10}, {16, 4}, {100, 7}};
+  const Shape shapes[] = {{512, 10}, {500, 10}, {16, 4}, {100, 7}};
   for (const Shape& sh : shapes)
     for (int T : {1, 2, 4, 8}) {
       CaseResult r = make_case("router_topk", fmt::format("router_topk(T={}, n_expert={}, k={})", T, sh.n_expert, sh.k), {{"T", T}, {"n_expert", sh.n_expert}, {"k", sh.k}});
@@ -648,73 +654,146 @@ Status alloc_scratch(const ExpertWeights& ew, int k, DeviceBuffer& d, ExpertScra
 // route_and_group: ids exact and weights (1e-6) against reference::route per row, with planted
 // ties; the grouping identical (weights bit for bit) to group_expert_entries' of the kernel's own
 // ids/weights and to the host's grouping of them. The logits sit in rows of n + 1 (the router_gi
-// layout) whose extra column is NaN, so a read past the row's n shows.
+// layout) whose extra column is NaN, so a read past the row's n shows. Row nan_row (>= 0) gets
+// one NaN logit, which makes every p of that row NaN: it must still get k distinct experts, all
+// tied, hence 0..k-1, with NaN weights (reference::top_k has no defined order there), and leave
+// the other rows alone.
+Status run_route_group_case(const ParityOptions& opt, Reporter& rep, CaseResult r, int T, int n, int k, int nan_row) {
+  const int nent = T * k;
+  const float qnan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> logits = router_logits_with_ties(opt, r.line, T, n, k);
+  if (nan_row >= 0) logits[static_cast<size_t>(nan_row * n) + case_seed(opt.seed, r.line + " nan") % static_cast<uint64_t>(n)] = qnan;
+  std::vector<int32_t> want_ids;
+  std::vector<float> want_w;
+  for (int t = 0; t < T; ++t) {
+    if (t == nan_row) {
+      for (int i = 0; i < k; ++i) {
+        want_ids.push_back(i);
+        want_w.push_back(qnan);
+      }
+      continue;
+    }
+    const reference::Routing ro = reference::route({logits.data() + static_cast<int64_t>(t) * n, static_cast<size_t>(n)}, k);
+    want_ids.insert(want_ids.end(), ro.experts.begin(), ro.experts.end());
+    want_w.insert(want_w.end(), ro.weights.begin(), ro.weights.end());
+  }
+  const int64_t stride = n + 1;
+  std::vector<float> strided(static_cast<size_t>(T * stride), qnan);
+  for (int t = 0; t < T; ++t) std::copy_n(logits.data() + static_cast<int64_t>(t) * n, n, strided.data() + t * stride);
+  ExpertWeights ew;  // the scratch layout's shape only: no weights are read
+  ew.n_expert = n;
+  ew.n_ff = 32;
+  ew.n_embd = 32;
+  DeviceBuffer dl, di, dw, dfused, dold;
+  ExpertScratch fused, old;
+  ExpertScratchLayout lay;
+  STRATA_TRY(upload(dl, strided));
+  STRATA_TRY(alloc_filled(di, static_cast<size_t>(nent) * sizeof(int32_t), 0xFF));
+  STRATA_TRY(alloc_poisoned(dw, static_cast<size_t>(nent)));
+  STRATA_TRY(alloc_scratch(ew, k, dfused, fused, lay));
+  STRATA_TRY(alloc_scratch(ew, k, dold, old, lay));
+  const auto call = [&] {
+    return route_and_group(dl.get<float>(), stride, T, k, ew, fused, di.get<int32_t>(), dw.get<float>(), nullptr);
+  };
+  auto ran = run_call(r, rep, call);
+  if (!ran) return ran.status();
+  if (!*ran) return Status::ok_status();
+  auto ran_old = run_call(r, rep, [&] { return group_expert_entries(ew, di.get<int32_t>(), dw.get<float>(), T, k, old, nullptr); });
+  if (!ran_old) return ran_old.status();
+  if (!*ran_old) return Status::ok_status();
+  std::vector<int32_t> ids;
+  std::vector<float> w;
+  STRATA_TRY(download(ids, di.get(), static_cast<size_t>(nent)));
+  STRATA_TRY(download(w, dw.get(), static_cast<size_t>(nent)));
+  Grouping g_fused, g_old;
+  STRATA_TRY(read_grouping(dfused, lay, nent, g_fused));
+  STRATA_TRY(read_grouping(dold, lay, nent, g_old));
+  int64_t id_mismatch = 0, nan_mismatch = 0;
+  std::vector<float> got_num, want_num;  // the weights of the rows with numbers
+  for (size_t i = 0; i < ids.size(); ++i) {
+    id_mismatch += ids[i] != want_ids[i];
+    if (std::isnan(want_w[i])) {
+      nan_mismatch += !std::isnan(w[i]);
+    } else {
+      got_num.push_back(w[i]);
+      want_num.push_back(want_w[i]);
+    }
+  }
+  const Diff d = diff(got_num.data(), want_num.data(), got_num.size());
+  const int64_t vs_old = grouping_mismatch(g_fused, g_old);
+  const int64_t vs_host = grouping_mismatch(g_fused, host_grouping(want_ids, w, k));
+  const bool ok = id_mismatch == 0 && nan_mismatch == 0 && d.finite && d.rel <= kRouteGroupRelTol && vs_old == 0 && vs_host == 0;
+  r.status = ok ? "OK" : "FAIL";
+  r.detail = fmt::format("ids_mismatch={} {} grouping_vs_group_entries={} grouping_vs_host={} groups={}", id_mismatch, d.text(),
+                         vs_old, vs_host, g_fused.n_groups);
+  if (nan_row >= 0) r.detail += fmt::format(" nan_row_weights_not_nan={}", nan_mismatch);
+  r.metrics = {{"rel", d.rel}, {"max_abs", d.max_abs}, {"ids_mismatch", id_mismatch}, {"tol", kRouteGroupRelTol},
+               {"grouping_vs_old", vs_old}, {"grouping_vs_host", vs_host}, {"nan_mismatch", nan_mismatch}};
+  STRATA_TRY(add_ms(opt, r, call));
+  rep.add(std::move(r));
+  return Status::ok_status();
+}
+
+// Rows wider than the router's warp holds in registers (512 experts, 16 per lane): route_and_group
+// and router_topk refuse them with an error that names the limit, before any launch.
+Status run_router_refusal_cases(Reporter& rep) {
+  const int T = 1, n = 513, k = 10;
+  const auto judge_refusal = [&](CaseResult r, const Status& st) {
+    const bool names_limit = !st.ok() && st.message().find("512") != std::string::npos;
+    r.status = names_limit ? "OK" : "FAIL";
+    r.detail = st.ok() ? "accepted (expected an error)" : st.message();
+    rep.add(std::move(r));
+  };
+  const nlohmann::json params = {{"T", T}, {"n_expert", n}, {"k", k}};
+  CaseResult rg = make_case("route_and_group", fmt::format("moe/route_and_group(T={}, n_expert={}, k={}): refused", T, n, k), params);
+  CaseResult rt = make_case("router_topk", fmt::format("router_topk(T={}, n_expert={}, k={}): refused", T, n, k), params);
+  const bool want_rg = rep.wanted(rg.line), want_rt = rep.wanted(rt.line);
+  if (!want_rg && !want_rt) return Status::ok_status();
+  ExpertWeights ew;
+  ew.n_expert = n;
+  ew.n_ff = 32;
+  ew.n_embd = 32;
+  DeviceBuffer dl, di, dw, dsc;
+  ExpertScratch scratch;
+  ExpertScratchLayout lay;
+  STRATA_TRY(alloc_poisoned(dl, static_cast<size_t>(T * n)));
+  STRATA_TRY(alloc_filled(di, static_cast<size_t>(T * k) * sizeof(int32_t), 0xFF));
+  STRATA_TRY(alloc_poisoned(dw, static_cast<size_t>(T * k)));
+  STRATA_TRY(alloc_scratch(ew, k, dsc, scratch, lay));
+  if (want_rg)
+    judge_refusal(std::move(rg), route_and_group(dl.get<float>(), n, T, k, ew, scratch, di.get<int32_t>(), dw.get<float>(), nullptr));
+  if (want_rt) judge_refusal(std::move(rt), router_topk(dl.get<float>(), T, n, k, di.get<int32_t>(), dw.get<float>(), nullptr));
+  return Status::ok_status();
+}
+
 Status run_route_group_cases(const ParityOptions& opt, Reporter& rep) {
   struct Shape {
     int n_expert, k;
   };
-  const Shape shapes[] = {{512, 10}, {16, 4}, {100, 7}, {40, 10}, {33, 32}};
-  for (const Shape& sh : shapes)
+  const Shape shapes[] = {{512, 10}, {500, 10}, {16, 4}, {100, 7}, {40, 10}, {33, 32}};
+  for (const Shape& sh : shapes) {
+    const int n = sh.n_expert, k = sh.k;
     for (int T = 1; T <= kMaxWindowRows; ++T) {
-      CaseResult r = make_case("route_and_group", fmt::format("moe/route_and_group(T={}, n_expert={}, k={})", T, sh.n_expert, sh.k),
-                               {{"T", T}, {"n_expert", sh.n_expert}, {"k", sh.k}});
+      CaseResult r = make_case("route_and_group", fmt::format("moe/route_and_group(T={}, n_expert={}, k={})", T, n, k),
+                               {{"T", T}, {"n_expert", n}, {"k", k}});
       if (!rep.wanted(r.line)) continue;
-      const int n = sh.n_expert, k = sh.k, nent = T * k;
-      const std::vector<float> logits = router_logits_with_ties(opt, r.line, T, n, k);
-      std::vector<int32_t> want_ids;
-      std::vector<float> want_w;
-      reference_routes(logits, T, n, k, want_ids, want_w);
-      const int64_t stride = n + 1;
-      std::vector<float> strided(static_cast<size_t>(T * stride), std::numeric_limits<float>::quiet_NaN());
-      for (int t = 0; t < T; ++t) std::copy_n(logits.data() + static_cast<int64_t>(t) * n, n, strided.data() + t * stride);
-      ExpertWeights ew;  // the scratch layout's shape only: no weights are read
-      ew.n_expert = n;
-      ew.n_ff = 32;
-      ew.n_embd = 32;
-      DeviceBuffer dl, di, dw, dfused, dold;
-      ExpertScratch fused, old;
-      ExpertScratchLayout lay;
-      STRATA_TRY(upload(dl, strided));
-      STRATA_TRY(alloc_filled(di, static_cast<size_t>(nent) * sizeof(int32_t), 0xFF));
-      STRATA_TRY(alloc_poisoned(dw, static_cast<size_t>(nent)));
-      STRATA_TRY(alloc_scratch(ew, k, dfused, fused, lay));
-      STRATA_TRY(alloc_scratch(ew, k, dold, old, lay));
-      const auto call = [&] {
-        return route_and_group(dl.get<float>(), stride, T, k, ew, fused, di.get<int32_t>(), dw.get<float>(), nullptr);
-      };
-      auto ran = run_call(r, rep, call);
-      if (!ran) return ran.status();
-      if (!*ran) continue;
-      auto ran_old = run_call(r, rep, [&] { return group_expert_entries(ew, di.get<int32_t>(), dw.get<float>(), T, k, old, nullptr); });
-      if (!ran_old) return ran_old.status();
-      if (!*ran_old) continue;
-      std::vector<int32_t> ids;
-      std::vector<float> w;
-      STRATA_TRY(download(ids, di.get(), static_cast<size_t>(nent)));
-      STRATA_TRY(download(w, dw.get(), static_cast<size_t>(nent)));
-      Grouping g_fused, g_old;
-      STRATA_TRY(read_grouping(dfused, lay, nent, g_fused));
-      STRATA_TRY(read_grouping(dold, lay, nent, g_old));
-      int64_t id_mismatch = 0;
-      for (size_t i = 0; i < ids.size(); ++i) id_mismatch += ids[i] != want_ids[i];
-      const Diff d = diff(w.data(), want_w.data(), w.size());
-      const int64_t vs_old = grouping_mismatch(g_fused, g_old);
-      const int64_t vs_host = grouping_mismatch(g_fused, host_grouping(want_ids, w, k));
-      const bool ok = id_mismatch == 0 && d.finite && d.rel <= kRouteGroupRelTol && vs_old == 0 && vs_host == 0;
-      r.status = ok ? "OK" : "FAIL";
-      r.detail = fmt::format("ids_mismatch={} {} grouping_vs_group_entries={} grouping_vs_host={} groups={}", id_mismatch,
-                             d.text(), vs_old, vs_host, g_fused.n_groups);
-      r.metrics = {{"rel", d.rel}, {"max_abs", d.max_abs}, {"ids_mismatch", id_mismatch}, {"tol", kRouteGroupRelTol},
-                   {"grouping_vs_old", vs_old}, {"grouping_vs_host", vs_host}};
-      STRATA_TRY(add_ms(opt, r, call));
-      rep.add(std::move(r));
+      STRATA_TRY(run_route_group_case(opt, rep, std::move(r), T, n, k, -1));
     }
-  return Status::ok_status();
+    for (int T : {1, 3, 8}) {
+      const int nan_row = T / 2;
+      CaseResult r = make_case("route_and_group", fmt::format("moe/route_and_group(T={}, n_expert={}, k={}, nan_row={})", T, n, k, nan_row),
+                               {{"T", T}, {"n_expert", n}, {"k", k}, {"nan_row", nan_row}});
+      if (!rep.wanted(r.line)) continue;
+      STRATA_TRY(run_route_group_case(opt, rep, std::move(r), T, n, k, nan_row));
+    }
+  }
+  return run_router_refusal_cases(rep);
 }
 
 // expert_combine_shared over random entry outputs and a grouping of random routes: against the
 // host (routed sum in ascending expert id, then + s * sigmoid(gate)) at 1e-5, and bit for bit
-// against expert_combine followed by shared_gate_add (the path it replaces). The gate logits sit
+// against expert_combine followed by shared_gate_add (the path it replaces); with the wide
+// combine, the residual bit for bit as reference::hc_combine. The gate logits sit
 // at column 1 of rows of 3 (a strided gate, as router_gi's output has it).
 Status run_combine_shared_cases(const ParityOptions& opt, Reporter& rep) {
   struct Shape {
@@ -781,10 +860,37 @@ Status run_combine_shared_cases(const ParityOptions& opt, Reporter& rep) {
       }
       const Diff d = diff(y_new.data(), want.data(), want.size());
       const int64_t bits = bits_mismatch(y_new, y_old);
-      const bool ok = d.finite && d.rel <= kMoeRelTol && bits == 0;
+      // The wide combine in the same launch, in place and out of place (S = 3 streams): y's bits
+      // unchanged, the residual bit for bit reference::hc_combine of that y.
+      const int S = 3;
+      const std::vector<float> x = random_normal(seed + 4, static_cast<size_t>(T * S * H));
+      const std::vector<float> alpha = random_normal(seed + 5, static_cast<size_t>(T * S));
+      std::vector<float> x_want = x;
+      reference::hc_combine(x_want, y_new, alpha, S, H, T);
+      DeviceBuffer dx, dx_out, dalpha, dy_wide;
+      STRATA_TRY(upload(dx, x));
+      STRATA_TRY(upload(dalpha, alpha));
+      STRATA_TRY(alloc_poisoned(dx_out, x.size()));
+      STRATA_TRY(alloc_poisoned(dy_wide, static_cast<size_t>(T * H)));
+      int64_t wide_bits = 0;
+      for (bool in_place : {false, true}) {
+        WideCombine wide;
+        wide.x = dx.get<float>();
+        wide.alpha = dalpha.get<float>();
+        wide.S = S;
+        wide.out = in_place ? dx.get<float>() : dx_out.get<float>();
+        STRATA_TRY(expert_combine_shared(ew, T, k, scratch, ds.get<float>(), gate, gate_stride, dy_wide.get<float>(),
+                                         nullptr, &wide));
+        std::vector<float> got_x, got_y, x_in;
+        STRATA_TRY(download(got_x, in_place ? dx.get() : dx_out.get(), x.size()));
+        STRATA_TRY(download(got_y, dy_wide.get(), static_cast<size_t>(T * H)));
+        STRATA_TRY(download(x_in, dx.get(), x.size()));
+        wide_bits += bits_mismatch(got_x, x_want) + bits_mismatch(got_y, y_new) + (in_place ? 0 : bits_mismatch(x_in, x));
+      }
+      const bool ok = d.finite && d.rel <= kMoeRelTol && bits == 0 && wide_bits == 0;
       r.status = ok ? "OK" : "FAIL";
-      r.detail = fmt::format("{} bits_vs_combine_then_gate_add={}", d.text(), bits);
-      r.metrics = {{"rel", d.rel}, {"max_abs", d.max_abs}, {"tol", kMoeRelTol}, {"bits_vs_old", bits}};
+      r.detail = fmt::format("{} bits_vs_combine_then_gate_add={} wide_combine_bits_differing={}", d.text(), bits, wide_bits);
+      r.metrics = {{"rel", d.rel}, {"max_abs", d.max_abs}, {"tol", kMoeRelTol}, {"bits_vs_old", bits}, {"wide_bits", wide_bits}};
       STRATA_TRY(add_ms(opt, r, call));
       rep.add(std::move(r));
     }

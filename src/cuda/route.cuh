@@ -1,9 +1,40 @@
-// The top-k order of the MoE router (reference::top_k over reference::route's probabilities) as
-// the device kernels that pick experts share it: router_topk_kernel (moe.cu) and
-// route_group_kernel (moe_grouped.cu).
+// The MoE router's softmax (reference::softmax) and top-k order (reference::top_k over
+// reference::route's probabilities) as the device kernels that pick experts share them:
+// router_topk_kernel (moe.cu) and route_group_kernel (moe_grouped.cu).
 #pragma once
 
+#include <cmath>
+
 namespace strata::cuda {
+
+// The experts a lane holds in registers while it routes a row: slot j is expert lane + 32 j. The
+// router kernels take rows of at most kRouterMaxExperts (and their hosts refuse wider ones).
+inline constexpr int kRouterLaneSlots = 16;
+inline constexpr int kRouterMaxExperts = 32 * kRouterLaneSlots;
+
+// reference::softmax of one row of n <= kRouterMaxExperts values held by a warp: v holds this
+// lane's logits on entry and its probabilities on return. The max; expf of the difference; the
+// sum in double, per lane in slot order and then by a fixed xor butterfly, so the bits do not
+// depend on timing; p = e / float(sum). Slots past n stay out of the max and the sum and hold
+// nothing meaningful on return (their exps are formed anyway, so that all the exps overlap
+// instead of each waiting on a guard).
+__device__ __forceinline__ void warp_softmax(float (&v)[kRouterLaneSlots], int n, int lane) {
+  float mx = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < kRouterLaneSlots; ++j)
+    if (lane + 32 * j < n) mx = fmaxf(mx, v[j]);
+  for (int s = 16; s > 0; s >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, s));
+#pragma unroll
+  for (int j = 0; j < kRouterLaneSlots; ++j) v[j] = expf(__fsub_rn(v[j], mx));
+  double sum = 0.0;
+#pragma unroll
+  for (int j = 0; j < kRouterLaneSlots; ++j)
+    if (lane + 32 * j < n) sum += static_cast<double>(v[j]);
+  for (int s = 16; s > 0; s >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, s);
+  const float total = static_cast<float>(sum);
+#pragma unroll
+  for (int j = 0; j < kRouterLaneSlots; ++j) v[j] = __fdiv_rn(v[j], total);
+}
 
 // a before b: probability descending, ties to the lower id.
 __device__ __forceinline__ bool ranks_before(float pa, int ia, float pb, int ib) {
