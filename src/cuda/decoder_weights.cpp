@@ -347,6 +347,9 @@ Status Decoder::Impl::check_config() const {
   STRATA_TRY(check_width("hyper_connection.count * H (the wide width)", c.n_wide()));
   STRATA_TRY(check_width("hyper_connection.low_rank", c.hc_rank));
   STRATA_TRY(check_width("expert_shared_feed_forward_length", c.n_ff_shexp));
+  if (c.n_expert < 1 || c.n_expert > static_cast<uint32_t>(kRouterMaxExperts))
+    return config_error("expert_count", "1 .. " + std::to_string(kRouterMaxExperts) + " (the router keeps a row in registers)",
+                        c.n_expert);
   if (c.n_expert_used < 1 || c.n_expert_used > c.n_expert)
     return config_error("expert_used_count", "1 .. expert_count", c.n_expert_used);
   if (c.plan.n_gdn > 0) {

@@ -129,7 +129,8 @@ __global__ void __launch_bounds__(kEltThreads) add_inplace_kernel(float* __restr
 // over the S streams is read across the cluster's shared memory (DSMEM) by rank 0 in stream order,
 // so no partial sums go through global memory and no second launch is needed.
 //
-// hc_pre, cluster g = output rows 4g .. 4g+3 of [down; inject] (rank + S rows), CTA s = columns
+// hc_pre, cluster g = output rows 4g .. 4g+3 of [down; inject] (rank + S rows; 5 rows at T = 2,
+// see kPreRows), CTA s = columns
 // s*H .. s*H+H-1. Released geometry (S=4, H=2560, rank 320, BF16): 81 clusters = 324 CTAs of 256
 // threads, all resident at once (<= 3 per SM). Bytes per launch at T = 1: weights 324 * 4 * 2560 *
 // 2 = 6.6 MB from HBM (prefetched to L2 before pdl_wait, so the fetch overlaps the previous
@@ -163,7 +164,12 @@ __device__ __forceinline__ void load_floats(const float* p, float* f) {
 
 constexpr int kPreThreads = 256;
 [[maybe_unused]] constexpr int kPreWarps = kPreThreads / 32;
-constexpr int kPreRows = 4;   // output rows of [down; inject] per cluster
+// Output rows of [down; inject] per cluster: 4 at T = 1 (81 clusters, 324 CTAs, three per SM);
+// 5 at T = 2, whose form fits two CTAs per SM: 65 clusters (260 CTAs) then run as one wave on
+// 132 SMs where 81 took a second, mostly empty one (H200: T = 2 windows 7.97 -> 7.87 ms). At
+// T = 4 and 8 five rows spill (48 bytes a thread at T = 4) and measured no faster.
+template <int kT>
+constexpr int kPreRows = kT == 2 ? 5 : 4;
 constexpr int kPreBatch = 2;  // 16-byte vectors per row and thread in flight
 
 struct HcPreParams {
@@ -199,14 +205,14 @@ __device__ __forceinline__ void load_mix_x(const HcPreParams& p, int t, int sid,
 }
 
 // Batch `base` of this thread's vectors of the kPreRows rows (zero past the row or the tensor).
-template <quant::Type WT>
-__device__ __forceinline__ void load_pre_batch(uint4 (&w)[kPreBatch][kPreRows], const uint8_t* const (&rows)[kPreRows],
+template <quant::Type WT, int kRows>
+__device__ __forceinline__ void load_pre_batch(uint4 (&w)[kPreBatch][kRows], const uint8_t* const (&rows)[kRows],
                                                int base, int nvec) {
 #pragma unroll
   for (int b = 0; b < kPreBatch; ++b) {
     const int v = base + b * kPreThreads;
 #pragma unroll
-    for (int r = 0; r < kPreRows; ++r)
+    for (int r = 0; r < kRows; ++r)
       w[b][r] = rows[r] != nullptr && v < nvec ? __ldcs(reinterpret_cast<const uint4*>(rows[r]) + v) : make_uint4(0, 0, 0, 0);
   }
 }
@@ -217,21 +223,22 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
   __trap();  // thread-block clusters need sm_90; hc_fused_supported() keeps older devices off this path
 #else
   constexpr int kVec = kWeightsPerVec<WT>;
+  constexpr int kRows = kPreRows<kT>;
   __shared__ double ss_part[kPreWarps][kMaxWindowRows];
   __shared__ float rms[kMaxWindowRows];
-  __shared__ float red[kPreWarps][kPreRows][kMaxWindowRows];
-  __shared__ float part[kPreRows * kMaxWindowRows];  // this stream's dot products; rank 0 reads them
+  __shared__ float red[kPreWarps][kRows][kMaxWindowRows];
+  __shared__ float part[kRows * kMaxWindowRows];  // this stream's dot products; rank 0 reads them
   const cg::cluster_group cluster = cg::this_cluster();
   const int sid = static_cast<int>(cluster.block_rank());
-  const int row0 = static_cast<int>(blockIdx.x) / p.S * kPreRows;
+  const int row0 = static_cast<int>(blockIdx.x) / p.S * kRows;
   const int nvec = p.H / kVec;
   const int64_t col0 = static_cast<int64_t>(sid) * p.H;  // the stream's first column of a wide row
   const int64_t wide = static_cast<int64_t>(p.S) * p.H;
 
   pdl_launch_dependents();
-  const uint8_t* rows[kPreRows];
+  const uint8_t* rows[kRows];
 #pragma unroll
-  for (int r = 0; r < kPreRows; ++r) {
+  for (int r = 0; r < kRows; ++r) {
     const int gr = row0 + r;
     const uint8_t* base = gr < p.rank ? p.down + gr * p.row_bytes
                           : gr < p.n_out ? p.inject + (gr - p.rank) * p.row_bytes
@@ -239,8 +246,8 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
     rows[r] = base != nullptr ? base + col0 * kWeightBytes<WT> : nullptr;
     if (rows[r] != nullptr) prefetch_l2(rows[r], static_cast<int64_t>(p.H) * kWeightBytes<WT>);
   }
-  uint4 w[kPreBatch][kPreRows];
-  load_pre_batch<WT>(w, rows, threadIdx.x, nvec);  // weights: no kernel of the window writes them
+  uint4 w[kPreBatch][kRows];
+  load_pre_batch<WT, kRows>(w, rows, threadIdx.x, nvec);  // weights: no kernel of the window writes them
   pdl_wait();
 
   // This stream's sum of squares per row t, in double as reference::grouped_rms_norm.
@@ -276,20 +283,20 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
   __syncthreads();
 
   // The dot products: xn = (x * r) * w as the reference rounds it, then one FMA per weight and row t.
-  float acc[kPreRows][kT];
+  float acc[kRows][kT];
 #pragma unroll
-  for (int r = 0; r < kPreRows; ++r)
+  for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int t = 0; t < kT; ++t) acc[r][t] = 0.0f;
   for (int base = threadIdx.x; base < nvec; base += kPreThreads * kPreBatch) {
-    if (base != static_cast<int>(threadIdx.x)) load_pre_batch<WT>(w, rows, base, nvec);
+    if (base != static_cast<int>(threadIdx.x)) load_pre_batch<WT, kRows>(w, rows, base, nvec);
 #pragma unroll
     for (int b = 0; b < kPreBatch; ++b) {
       const int v = base + b * kPreThreads;
       if (v >= nvec) break;
-      float wf[kPreRows][kVec];
+      float wf[kRows][kVec];
 #pragma unroll
-      for (int r = 0; r < kPreRows; ++r) weight_floats<WT>(w[b][r], wf[r]);
+      for (int r = 0; r < kRows; ++r) weight_floats<WT>(w[b][r], wf[r]);
       float nw[kVec];
       load_floats<kVec>(p.norm + col0 + static_cast<int64_t>(v) * kVec, nw);
 #pragma unroll
@@ -300,7 +307,7 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
 #pragma unroll
         for (int e = 0; e < kVec; ++e) xn[e] = __fmul_rn(__fmul_rn(xn[e], rms[t]), nw[e]);
 #pragma unroll
-        for (int r = 0; r < kPreRows; ++r)
+        for (int r = 0; r < kRows; ++r)
 #pragma unroll
           for (int e = 0; e < kVec; ++e) acc[r][t] = fmaf(wf[r][e], xn[e], acc[r][t]);
       }
@@ -309,14 +316,14 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
 
   // Lanes, then warps in order, then (rank 0) the streams in order.
 #pragma unroll
-  for (int r = 0; r < kPreRows; ++r)
+  for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int t = 0; t < kT; ++t) {
       const float v = warp_sum(acc[r][t]);
       if (lane == 0) red[warp][r][t] = v;
     }
   __syncthreads();
-  if (threadIdx.x < kPreRows * kMaxWindowRows) {
+  if (threadIdx.x < kRows * kMaxWindowRows) {
     const int r = threadIdx.x / kMaxWindowRows, t = threadIdx.x % kMaxWindowRows;
     float v = 0.0f;  // rows t >= kT are never read
     if (t < kT)
@@ -324,7 +331,7 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
     part[threadIdx.x] = v;
   }
   cluster.sync();  // every stream's partials are visible to rank 0
-  if (sid == 0 && threadIdx.x < kPreRows * kMaxWindowRows) {
+  if (sid == 0 && threadIdx.x < kRows * kMaxWindowRows) {
     const int r = threadIdx.x / kMaxWindowRows, t = threadIdx.x % kMaxWindowRows, gr = row0 + r;
     if (t < p.T && gr < p.n_out) {
       float d = 0.0f;
@@ -521,14 +528,19 @@ std::string post_mismatch(const DTensor& up, int S, int H, int rank) {
 
 // The kernels keep per-thread sums for kT rows, kT = T rounded up to 1, 2, 4 or 8: T = 1 (every
 // decode step) then needs few registers and several CTAs fit on an SM.
-template <quant::Type WT>
-cudaError_t launch_pre(const HcPreParams& p, unsigned groups, Stream stream) {
+template <quant::Type WT, int kT>
+cudaError_t launch_pre_t(const HcPreParams& p, Stream stream) {
+  const unsigned groups = static_cast<unsigned>((p.n_out + kPreRows<kT> - 1) / kPreRows<kT>);
   const dim3 grid(groups * static_cast<unsigned>(p.S)), block(kPreThreads);
-  const unsigned cluster = static_cast<unsigned>(p.S);
-  if (p.T == 1) return launch_kernel_clustered(hc_pre_kernel<WT, 1>, grid, block, 0, cluster, stream, p);
-  if (p.T == 2) return launch_kernel_clustered(hc_pre_kernel<WT, 2>, grid, block, 0, cluster, stream, p);
-  if (p.T <= 4) return launch_kernel_clustered(hc_pre_kernel<WT, 4>, grid, block, 0, cluster, stream, p);
-  return launch_kernel_clustered(hc_pre_kernel<WT, kMaxWindowRows>, grid, block, 0, cluster, stream, p);
+  return launch_kernel_clustered(hc_pre_kernel<WT, kT>, grid, block, 0, static_cast<unsigned>(p.S), stream, p);
+}
+
+template <quant::Type WT>
+cudaError_t launch_pre(const HcPreParams& p, Stream stream) {
+  if (p.T == 1) return launch_pre_t<WT, 1>(p, stream);
+  if (p.T == 2) return launch_pre_t<WT, 2>(p, stream);
+  if (p.T <= 4) return launch_pre_t<WT, 4>(p, stream);
+  return launch_pre_t<WT, kMaxWindowRows>(p, stream);
 }
 
 template <quant::Type WT>
@@ -613,11 +625,10 @@ Status hc_pre(const HcPreArgs& a, Stream stream) {
   p.y = a.y;
   p.alpha_prev = a.alpha_prev;
   p.x_out = a.x_out;
-  const unsigned groups = static_cast<unsigned>((p.n_out + kPreRows - 1) / kPreRows);
   switch (a.down.type) {  // a float type: the mismatch check above refused the others
-    case quant::Type::F32: STRATA_CUDA_TRY(launch_pre<quant::Type::F32>(p, groups, stream)); break;
-    case quant::Type::F16: STRATA_CUDA_TRY(launch_pre<quant::Type::F16>(p, groups, stream)); break;
-    default: STRATA_CUDA_TRY(launch_pre<quant::Type::BF16>(p, groups, stream)); break;
+    case quant::Type::F32: STRATA_CUDA_TRY(launch_pre<quant::Type::F32>(p, stream)); break;
+    case quant::Type::F16: STRATA_CUDA_TRY(launch_pre<quant::Type::F16>(p, stream)); break;
+    default: STRATA_CUDA_TRY(launch_pre<quant::Type::BF16>(p, stream)); break;
   }
   return Status::ok_status();
 }

@@ -25,6 +25,12 @@
 
 namespace strata::cuda {
 
+// The experts a lane holds in registers while it routes a row: slot j is expert lane + 32 j. The
+// router kernels (route.cuh) take rows of at most kRouterMaxExperts; their hosts and the decoder's
+// config check refuse wider ones.
+inline constexpr int kRouterLaneSlots = 16;
+inline constexpr int kRouterMaxExperts = 32 * kRouterLaneSlots;
+
 // logits [T, n_expert] -> ids [T, k] (by probability descending), weights [T, k]; n_expert <= 512.
 Status router_topk(const float* logits, int T, int n_expert, int k, int32_t* ids, float* weights, Stream stream);
 

@@ -112,7 +112,11 @@ struct DirectUnit;
 // (even) or 32 (odd: the second word itself).
 template <>
 struct DirectUnit<Type::IQ3_XXS> {
-  static constexpr int kBlockElems = 256, kUnitsPerBlock = 8, kMinBlocks = 4;
+  // kMinBlocks 3 (80 registers): at 4 (64) the kernel spilled 32 bytes a thread; the T = 1
+  // gate/up call went 17.0 -> 16.4 us on the H200 (ncu). IQ4_NL, which spills a little at 4
+  // too, measured slower at 3 (10.8 -> 12.4 us) and stays. A grid copy per lane (32 KB, no bank
+  // conflicts) measured slower still (19-20 us): its fill and size cost more than the conflicts.
+  static constexpr int kBlockElems = 256, kUnitsPerBlock = 8, kMinBlocks = 3;
   static constexpr bool kPermuted = false, kGrid = true;
   struct Raw {
     uint32_t q0, q1, q2, s0, s1, dw, sh;

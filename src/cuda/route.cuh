@@ -5,12 +5,9 @@
 
 #include <cmath>
 
-namespace strata::cuda {
+#include "moe.h"  // kRouterLaneSlots, kRouterMaxExperts
 
-// The experts a lane holds in registers while it routes a row: slot j is expert lane + 32 j. The
-// router kernels take rows of at most kRouterMaxExperts (and their hosts refuse wider ones).
-inline constexpr int kRouterLaneSlots = 16;
-inline constexpr int kRouterMaxExperts = 32 * kRouterLaneSlots;
+namespace strata::cuda {
 
 // reference::softmax of one row of n <= kRouterMaxExperts values held by a warp: v holds this
 // lane's logits on entry and its probabilities on return. The max; expf of the difference; the
