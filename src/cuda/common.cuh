@@ -19,6 +19,29 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// The two halves of the cluster barrier (PTX barrier.cluster), so that a CTA arrives early and
+// waits only where it must, and CTAs with nothing left to do leave without waiting. The pattern
+// of a cluster whose ranks push results into rank 0's shared memory:
+//   phase 1: arrive (relaxed) at the start, wait before the first store into rank 0 (a CTA's
+//            shared memory may be accessed only once that CTA has started);
+//   phase 2: arrive (release) after the stores; only rank 0 waits (acquire) and reads them.
+// No-ops below sm_90 (no clusters there).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_arrive_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait_acquire() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
 // torch's forms of the activations, as include/strata/reference/ops.h.
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }

@@ -236,6 +236,8 @@ struct Scratch {
   int32_t* ids = nullptr;          // [T, k]
   float* weights = nullptr;        // [T, k]
   ExpertScratch experts;
+  uint32_t* tile_counts = nullptr;  // expert_down_combine's per-tile CTA counts: zeroed at allocation, 0 between calls
+  int tile_count_cap = 0;
   float* sg = nullptr;             // [T, n_ff_shexp]
   float* su = nullptr;
   ActBuffer h;                     // [T, n_ff_shexp]

@@ -188,6 +188,8 @@ void carve_scratch(Decoder::Impl& m, Carver& cv) {
   s.experts.base = cv.take<uint8_t>(expert_bytes);
   s.experts.bytes = expert_bytes;
   s.experts.cap_entries = cap;
+  s.tile_count_cap = static_cast<int>(c.n_embd);  // a column tile has at least one row
+  s.tile_counts = cv.take<uint32_t>(c.n_embd);
   s.sg = cv.take<float>(T * static_cast<int64_t>(c.n_ff_shexp));
   s.su = cv.take<float>(T * static_cast<int64_t>(c.n_ff_shexp));
   s.h.carve(cv, c.n_ff_shexp, T);
@@ -242,6 +244,9 @@ Status Decoder::Impl::allocate_state_and_scratch() {
                                                            std::to_string(options.max_window) + ")"));
   Carver scratch_carver(scratch_memory.get());
   carve_scratch(*this, scratch_carver);
+  // The scratch words that must start at 0 (each launch leaves them 0); zero_state() below
+  // synchronises the stream.
+  DECODER_CUDA_TRY(cudaMemsetAsync(s.tile_counts, 0, sizeof(uint32_t) * static_cast<size_t>(s.tile_count_cap), stream));
 
   STRATA_TRY(pinned_inputs.alloc(sizeof(WindowInputs), "the window inputs"));
   STRATA_TRY(pinned_argmax.alloc(options.max_window * static_cast<int64_t>(sizeof(int32_t)), "the argmax rows"));

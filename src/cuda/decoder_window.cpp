@@ -3,13 +3,32 @@
 // HC ffn mix -> MoE -> combine -> final mixer -> head -> argmax; and the commit sequence that
 // keeps the first n rows of a window. Every call here only launches work on the decoder's
 // stream (capturable), reading the window's inputs from device memory.
+#include <algorithm>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "decoder_internal.h"
 #include "strata/cuda/get_rows.h"
 
 namespace strata::cuda {
 namespace {
+
+// STRATA_UNFUSE=gdn-norm,combine (either or both) keeps the named fused launches apart: GDN's
+// gated norm from its recurrence, the routed sum from the experts' down call. The other arm of a
+// measurement; read once per process.
+bool unfused(std::string_view what) {
+  static const std::string_view list = [] {
+    const char* v = std::getenv("STRATA_UNFUSE");
+    return std::string_view(v != nullptr ? v : "");
+  }();
+  for (size_t at = 0; at <= list.size();) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    if (list.substr(at, end - at) == what) return true;
+    at = end + 1;
+  }
+  return false;
+}
 
 // Runs one window's ops for T rows, telling the observer (if any) after each stage.
 class WindowRun {
@@ -207,7 +226,9 @@ class WindowRun {
   // commit of fewer rows can replay the recurrence; T > 1 writes the state to the shadow. With the
   // concatenated weights one mat-vec writes m | z and one b | a per row: the consumers read them
   // as strided slices, and gdn_conv_recurrent copies b/a into the layer's contiguous g.b/g.a for the
-  // replay. The gated norm writes yn's q8_1 form itself.
+  // replay. The gated norm runs inside gdn_conv_recurrent's launch when it can take it
+  // (gdn_fused_norm_supported), with the bits of the separate gdn_gated_norm launch; either way o
+  // stays in s_.o and the normed rows (and their q8_1 form, for ssm_out) go to s_.yn.
   Status gdn(const DevBlock& b) {
     const GdnDims& d = m_.gdn_dims;
     GdnLayerState& g = m_.gdn[b.plan.slot];
@@ -225,28 +246,46 @@ class WindowRun {
       STRATA_TRY(op(linear(b.qkv, u, s_.m, conv_dim, st_)));
       STRATA_TRY(op(linear(b.z_proj, u, s_.z, inner, st_)));
     }
-    const float* beta = g.b;
-    const float* alpha = g.a;
-    int64_t ba_stride = nv;
-    float* b_keep = nullptr;
-    float* a_keep = nullptr;
+    // The conv runs inside the recurrent launch; g.c still gets every conv output for the replay.
+    GdnConvRecurrentArgs r;
+    r.m = m;
+    r.m_stride = m_stride;
+    r.conv_w = b.conv_w;
+    r.hist = g.hist;
+    r.c = g.c;
+    r.ssm_a = b.ssm_a;
+    r.dt_bias = b.dt_bias;
+    r.state_in = g.ssm;
+    r.state_out = T_ == 1 ? g.ssm : g.shadow;
+    r.out = s_.o;
+    r.T = T_;
     if (b.ba) {
-      ba_stride = 2 * nv;
-      STRATA_TRY(op(linear(b.ba, u, s_.ba, ba_stride, st_)));
-      beta = s_.ba;
-      alpha = s_.ba + nv;
-      b_keep = g.b;
-      a_keep = g.a;
+      STRATA_TRY(op(linear(b.ba, u, s_.ba, 2 * nv, st_)));
+      r.b = s_.ba;
+      r.a = s_.ba + nv;
+      r.ba_stride = 2 * nv;
+      r.b_keep = g.b;
+      r.a_keep = g.a;
     } else {
       STRATA_TRY(op(linear(b.beta, u, g.b, nv, st_)));
       STRATA_TRY(op(linear(b.alpha, u, g.a, nv, st_)));
+      r.b = g.b;
+      r.a = g.a;
+      r.ba_stride = nv;
     }
-    // The conv runs inside the recurrent launch; g.c still gets every conv output for the replay.
-    float* state_out = T_ == 1 ? g.ssm : g.shadow;
-    STRATA_TRY(op(gdn_conv_recurrent(d, m, m_stride, b.conv_w, g.hist, g.c, beta, alpha, ba_stride, b.ssm_a, b.dt_bias,
-                                     g.ssm, state_out, T_, s_.o, st_, b_keep, a_keep)));
     void* yn_q8 = takes_q8(b.ssm_out) ? s_.yn.q8 : nullptr;
-    STRATA_TRY(op(gdn_gated_norm(d, s_.o, z, z_stride, b.ssm_norm, T_, s_.yn.f32, st_, yn_q8, q8_stride_for(inner))));
+    const bool fused_norm = !unfused("gdn-norm") && gdn_fused_norm_supported(d);
+    if (fused_norm) {
+      r.norm.z = z;
+      r.norm.z_stride = z_stride;
+      r.norm.w = b.ssm_norm;
+      r.norm.y = s_.yn.f32;
+      r.norm.y_q8 = yn_q8;
+      r.norm.q8_stride = q8_stride_for(inner);
+    }
+    STRATA_TRY(op(gdn_conv_recurrent(d, r, st_)));
+    if (!fused_norm)
+      STRATA_TRY(op(gdn_gated_norm(d, s_.o, z, z_stride, b.ssm_norm, T_, s_.yn.f32, st_, yn_q8, q8_stride_for(inner))));
     return op(linear(b.ssm_out, s_.yn.act(T_), s_.y, H_, st_));
   }
 
@@ -305,11 +344,13 @@ class WindowRun {
     return op(linear(b.o, s_.ao.act(T_), s_.y, H_, st_));
   }
 
-  // MoE (spec §8): router (+ the shared gate's logit) -> top-k and grouping in one kernel ->
-  // grouped experts; the shared expert; then the routed sum and the gated shared output into y in
-  // one kernel, which also applies `wide` (the block's ffn combine) to the wide residual. Concatenated weights (router_gi, sh_gate_up) when uploaded, else their parts.
+  // MoE (spec §8): router (+ the shared gate's logit) -> top-k and grouping in one kernel -> the
+  // grouped experts' gate/up; the shared expert; then the down call, which with the direct kernel also
+  // forms the routed sum and the gated shared output into y and applies `wide` (the block's ffn
+  // combine) to the wide residual (expert_down_combine; else one combine launch does). Concatenated
+  // weights (router_gi, sh_gate_up) when uploaded, else their parts.
   // The shared expert runs on side() beside the routed path (forked after u, joined before the
-  // combine): the two read only u and write disjoint scratch, and the routed path's short
+  // down call): the two read only u and write disjoint scratch, and the routed path's short
   // launches (the one-CTA route_and_group among them) leave most SMs free.
   Status moe(const DevBlock& b, const WideCombine& wide) {
     const int E = static_cast<int>(c_.n_expert), k = static_cast<int>(c_.n_expert_used);
@@ -346,9 +387,14 @@ class WindowRun {
                                          sizeof(float) * E, T_, cudaMemcpyDeviceToDevice, st_));
     }
     STRATA_TRY(stage("router", b.index, s_.router_logits, E));
-    STRATA_TRY(op(expert_mlp_grouped(e, u, k, s_.experts, st_)));
-    // The routed sum on its own exists only for the stage; the window adds it with the shared output.
-    if (values) STRATA_TRY(op(expert_combine(e, T_, k, s_.experts, s_.y, st_)));
+    if (values) {
+      // The routed sum on its own exists only for the stage; the window adds it with the shared output.
+      STRATA_TRY(op(expert_mlp_grouped(e, u, k, s_.experts, st_)));
+      STRATA_TRY(op(expert_combine(e, T_, k, s_.experts, s_.y, st_)));
+    } else {
+      // The down launch, which also forms the routed sum, follows the join below (it reads s).
+      STRATA_TRY(op(expert_gate_up_grouped(e, u, k, s_.experts, st_)));
+    }
     STRATA_TRY(stage("experts", b.index, s_.y, H_));
 
     if (forked) {
@@ -362,7 +408,12 @@ class WindowRun {
       STRATA_TRY(op(shared_gate_add(s_.shared, s_.s, gate_logit, gate_stride, T_, H_, st_)));
     }
     STRATA_TRY(stage("shared", b.index, s_.shared, H_));
-    return op(expert_combine_shared(e, T_, k, s_.experts, s_.s, gate_logit, gate_stride, s_.y, st_, &wide));
+    if (values) return op(expert_combine_shared(e, T_, k, s_.experts, s_.s, gate_logit, gate_stride, s_.y, st_, &wide));
+    // One set of tile counts serves every MoE block, the MTP block's too: all these launches run on
+    // st_ (never on side()), the trunk's and the MTP step's graphs alike, so never two at once.
+    uint32_t* tiles = unfused("combine") ? nullptr : s_.tile_counts;
+    return op(expert_down_combine(e, T_, k, s_.experts, s_.s, gate_logit, gate_stride, s_.y, &wide, tiles,
+                                  s_.tile_count_cap, st_));
   }
 
   // The shared expert's ungated output s = down(silu(gate u) * up u) on stream `on`.

@@ -6,9 +6,20 @@
 //   gdn_conv_commit_kernel one thread per channel: K - 1 rows through registers (safe in place)
 //   gdn_recurrent_kernel   one CTA per (value head, 32 value columns); the CTA's slice of the
 //                          state lives in registers for the whole window (read and written once);
-//                          its kConv form runs the conv of the channels the CTA reads first
+//                          its kConv form runs the conv of the channels the CTA reads first, and
+//                          its kNorm form also the gated norm that follows it in the decoder's
+//                          GDN step, the head's D / 32 column CTAs as one cluster
 //   gdn_gated_norm_kernel  one warp per (row, value head)
+//
+// The fused norm gives the bits of the gdn_gated_norm launch it replaces, by running the same
+// operations in the same order (the parity cases compare them bit for bit): gdn_gated_norm_kernel's
+// lane l sums o^2 over columns l, l + 32, l + 64, ... in order, and those are lane l's columns of
+// the head's CTAs in rank order, read through distributed shared memory; the scale and the output
+// use the same helpers (gated_norm_scale / gated_norm_value), and the q8_1 block of a CTA's 32
+// columns the same lane layout.
 #include "gdn.h"
+
+#include <cooperative_groups.h>
 
 #include <string>
 
@@ -19,11 +30,25 @@
 namespace strata::cuda {
 namespace {
 
+namespace cg = cooperative_groups;
+
 constexpr int kConvThreads = 128;
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }  // torch's CPU form
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }  // beta 1, threshold 20
+
+// The gated norm's two formulas (reference::rms_norm_gated), shared by gdn_gated_norm_kernel and
+// the recurrent kernel's fused norm so that both round alike: r = 1 / sqrt(ss / D + eps) and
+// y = (w * (x * r)) * sigmoid(z). Spelled with _rn intrinsics: the IEEE operations the plain
+// operators compile to (1.0f / x is rcp.rn), but never contracted or rewritten, where D is a
+// constant in one caller only.
+__device__ __forceinline__ float gated_norm_scale(float ss, int D, float eps) {
+  return __frcp_rn(__fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(D)), eps)));
+}
+__device__ __forceinline__ float gated_norm_value(float w, float x, float r, float z) {
+  return __fmul_rn(__fmul_rn(w, __fmul_rn(x, r)), sigmoid(z));  // reference order
+}
 
 // ---- gdn_conv ------------------------------------------------------------------------------------
 
@@ -57,12 +82,10 @@ __device__ __forceinline__ void conv_channel(const float* m, int64_t m_stride, c
     const float out = silu(acc);
     if (write) c[static_cast<int64_t>(t) * conv_dim + ch] = out;
     if (y) y[t * y_stride] = out;
-    // Slide: drop the oldest input, append x.
+    // Slide: drop the oldest input, append x. Every slot is assigned a select (no branch), so
+    // no form of the kernel turns `win[K - 2] = x` into a dynamically indexed (local memory) store.
 #pragma unroll
-    for (int j = 0; j + 1 < kGdnMaxConvKernel; ++j) {
-      if (j < K - 2) win[j] = win[j + 1];
-      else if (j == K - 2) win[j] = x;
-    }
+    for (int j = 0; j + 1 < kGdnMaxConvKernel; ++j) win[j] = j < K - 2 ? win[j + 1] : j == K - 2 ? x : win[j];
   }
 }
 
@@ -109,6 +132,11 @@ constexpr int kRecWarps = 8;
 constexpr int kRecThreads = kRecWarps * 32;
 constexpr int kRecCols = 32;  // value columns per CTA: one per lane
 
+// kNorm: rows t = 4 * warp + lane / 8 of the output pass, eight lanes (one q8_1 block) per row.
+constexpr int kNormRowsPerWarp = 4;
+static_assert(kMaxWindowRows <= kRecWarps, "the fused norm's row sums take one warp per row");
+static_assert(kMaxWindowRows % kNormRowsPerWarp == 0, "the fused norm's output pass takes whole warps");
+
 struct RecArgs {
   const float* c;
   const float* b;
@@ -129,7 +157,70 @@ struct RecArgs {
   const float* conv_w;
   float* hist;
   int K;
+  // kNorm: gdn_gated_norm's z, w, eps, y and y_q8.
+  const float* z;
+  int64_t z_stride;
+  const float* norm_w;
+  float eps;
+  float* y;
+  uint8_t* y_q8;
+  int64_t q8_stride;
 };
+
+// ---- kNorm: the gated norm in the recurrent kernel ------------------------------------------------
+
+// gdn_gated_norm_kernel's y (and y_q8) for this CTA's 32 columns of head h, bit for bit. That
+// kernel's lane l sums fmaf(o_i, o_i) over i = l, l + 32, l + 64, ... in order, then the warp
+// butterfly; o_{l + 32c} is lane l's column of the head's CTA c (cluster rank c = blockIdx.x), so
+// warp t reads row t of every CTA's o_blk through DSMEM in rank order and sums alike. Then warps
+// 0 and 1 write the CTA's columns of four rows each, eight lanes per row with four consecutive
+// values: the CTA's 32 columns are one q8_1 block, in gdn_gated_norm_kernel's lane layout.
+template <int D>
+__device__ __forceinline__ void gated_norm_epilogue(const RecArgs& p, int h, int col0,
+                                                    float (&o_blk)[kMaxWindowRows][kRecCols],
+                                                    float (&inv)[kMaxWindowRows]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // thread-block clusters need sm_90; gdn_fused_norm_supported() keeps older devices off this path
+#else
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  cluster.sync();  // every CTA's o_blk rows are written and visible to the cluster
+  if (warp < p.T) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int c = 0; c < D / kRecCols; ++c) {
+      const float x = cluster.map_shared_rank(&o_blk[warp][0], c)[lane];
+      ss = fmaf(x, x, ss);
+    }
+    ss = warp_sum(ss);
+    if (lane == 0) inv[warp] = gated_norm_scale(ss, D, p.eps);
+  }
+  // Done with the other CTAs' o_blk: arrive now, wait before leaving (below), so that no CTA
+  // exits, freeing its shared memory, while another still reads it.
+  auto done_reading = cluster.barrier_arrive();
+  __syncthreads();  // inv
+  if (warp < kMaxWindowRows / kNormRowsPerWarp) {
+    const int t = warp * kNormRowsPerWarp + (lane >> 3), part = lane & 7;
+    const bool live = t < p.T;
+    const int j0 = 4 * part;                                          // first of the lane's columns in the CTA
+    const int64_t col = static_cast<int64_t>(h) * D + col0 + j0;     // ... in the row of n_v_heads * D
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (live) {
+      const int64_t row = static_cast<int64_t>(t) * p.n_v_heads * D;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        v[e] = gated_norm_value(p.norm_w[col0 + j0 + e], o_blk[t][j0 + e], inv[t], p.z[t * p.z_stride + col + e]);
+        p.y[row + col + e] = v[e];
+      }
+    }
+    if (p.y_q8)  // uniform: every lane of the warp reaches the quantizer's shuffles
+      quantize_q8_1_quad(make_float4(v[0], v[1], v[2], v[3]), live, p.y_q8 + t * p.q8_stride, col / 32, part);
+  }
+  cluster.barrier_wait(std::move(done_reading));
+#endif
+}
+
+// ---- the recurrent kernel -------------------------------------------------------------------------
 
 // Grid (D / 32, n_v_heads). Warp w owns key rows [w * R, (w + 1) * R) of the CTA's 32 columns,
 // lane l column col0 + l, so M[i][j] of the slice sits in register m[i - w * R] of that lane. Each
@@ -141,14 +232,20 @@ struct RecArgs {
 // several CTAs (every value head of a key head, every column block), but written to c and
 // appended to hist by one: q/k channels by the CTA (column block 0, value head kh), v channels by
 // their only reader. The others read only history rows 0 .. K-2, which no CTA writes.
-template <int D, bool kConv>
+//
+// kNorm (kConv only; launched as clusters of the head's D / 32 CTAs): gated_norm_epilogue after
+// the window, with this CTA's o columns kept in o_blk.
+template <int D, bool kConv, bool kNorm = false>
 __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const RecArgs p) {
   static_assert(D % kRecCols == 0 && D % kRecWarps == 0, "head_dim must split into lanes and warps");
+  static_assert(kConv || !kNorm, "the fused norm exists in the decoder's conv form only");
   constexpr int R = D / kRecWarps;
   __shared__ float qn[kMaxWindowRows][D], kn[kMaxWindowRows][D];  // l2-normalised (q also / sqrt(D))
   __shared__ float vs[kMaxWindowRows][kRecCols];
   __shared__ float decay[kMaxWindowRows], beta[kMaxWindowRows];
   __shared__ float part_r[kRecWarps][kRecCols], part_o[kRecWarps][kRecCols];
+  __shared__ float o_blk[kMaxWindowRows][kRecCols];  // kNorm: this CTA's o, read by the cluster
+  __shared__ float inv_rms[kMaxWindowRows];          // kNorm: the head's 1 / rms per row
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int h = blockIdx.y;
@@ -267,12 +364,14 @@ __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const RecArg
 #pragma unroll
       for (int w = 0; w < kRecWarps; ++w) o += part_o[w][lane];
       p.out[static_cast<int64_t>(t) * p.n_v_heads * D + static_cast<int64_t>(h) * D + col0 + lane] = o;
+      if constexpr (kNorm) o_blk[t][lane] = o;
     }
   }
 
   // Each element is read and written by the same thread, so state_in == state_out is safe.
 #pragma unroll
   for (int r = 0; r < R; ++r) __stcs(p.state_out + sbase + static_cast<int64_t>(row0 + r) * D, m[r]);
+  if constexpr (kNorm) gated_norm_epilogue<D>(p, h, col0, o_blk, inv_rms);
 }
 
 // ---- gdn_gated_norm ------------------------------------------------------------------------------
@@ -302,7 +401,7 @@ __global__ void __launch_bounds__(kNormWarps * 32) gdn_gated_norm_kernel(const f
   float ss = 0.0f;
   for (int i = lane; i < D; i += 32) ss = fmaf(x[i], x[i], ss);
   ss = warp_sum(ss);
-  const float r = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
+  const float r = gated_norm_scale(ss, D, eps);
   for (int c0 = 0; c0 < D; c0 += 128) {  // uniform per warp: every lane reaches the quantizer
     const int i0 = c0 + 4 * lane;
     float v[4];
@@ -311,7 +410,7 @@ __global__ void __launch_bounds__(kNormWarps * 32) gdn_gated_norm_kernel(const f
       const int i = i0 + e;
       v[e] = 0.0f;
       if (i < D) {
-        v[e] = (w[i] * (x[i] * r)) * sigmoid(g[i]);  // reference order
+        v[e] = gated_norm_value(w[i], x[i], r, g[i]);
         y[row + i] = v[e];
       }
     }
@@ -324,49 +423,41 @@ __global__ void __launch_bounds__(kNormWarps * 32) gdn_gated_norm_kernel(const f
 
 // ---- argument checks -----------------------------------------------------------------------------
 
+std::string prefix(const char* op) { return std::string("gdn: ") + op + ": "; }
+
 Status check_dims(const GdnDims& d, const char* op) {
-  const std::string f = std::string("gdn: ") + op + ": ";
   if (d.n_k_heads <= 0 || d.n_v_heads <= 0 || d.head_dim <= 0)
-    return Status::error(f + "dims must be positive (n_k_heads " + std::to_string(d.n_k_heads) + ", n_v_heads " +
-                         std::to_string(d.n_v_heads) + ", head_dim " + std::to_string(d.head_dim) + ")");
+    return Status::error(prefix(op) + "dims must be positive (n_k_heads " + std::to_string(d.n_k_heads) +
+                         ", n_v_heads " + std::to_string(d.n_v_heads) + ", head_dim " + std::to_string(d.head_dim) + ")");
   return Status::ok_status();
 }
 
 Status check_rows(int T, const char* op) {
   if (T < 1 || T > kMaxWindowRows)
-    return Status::error(std::string("gdn: ") + op + ": T must be 1.." + std::to_string(kMaxWindowRows) + " (got " +
-                         std::to_string(T) + ")");
+    return Status::error(prefix(op) + "T must be 1.." + std::to_string(kMaxWindowRows) + " (got " + std::to_string(T) + ")");
   return Status::ok_status();
 }
 
 Status check_kernel(const GdnDims& d, const char* op) {
   if (d.conv_kernel < 1 || d.conv_kernel > kGdnMaxConvKernel)
-    return Status::error(std::string("gdn: ") + op + ": conv_kernel must be 1.." + std::to_string(kGdnMaxConvKernel) +
-                         " (got " + std::to_string(d.conv_kernel) + ")");
+    return Status::error(prefix(op) + "conv_kernel must be 1.." + std::to_string(kGdnMaxConvKernel) + " (got " +
+                         std::to_string(d.conv_kernel) + ")");
   return Status::ok_status();
 }
 
 Status check_ptr(const void* ptr, const char* op, const char* name) {
-  if (ptr == nullptr) return Status::error(std::string("gdn: ") + op + ": " + name + " is null");
+  if (ptr == nullptr) return Status::error(prefix(op) + name + " is null");
   return Status::ok_status();
 }
 
 int blocks_for(int64_t n, int per_block) { return static_cast<int>((n + per_block - 1) / per_block); }
 
-template <bool kConv>
-cudaError_t launch_recurrent(const GdnDims& d, const RecArgs& p, Stream stream) {
-  const dim3 grid(d.head_dim / kRecCols, d.n_v_heads);
-  switch (d.head_dim) {
-    case 32: return launch_kernel(gdn_recurrent_kernel<32, kConv>, grid, dim3(kRecThreads), 0, stream, p);
-    case 64: return launch_kernel(gdn_recurrent_kernel<64, kConv>, grid, dim3(kRecThreads), 0, stream, p);
-    default: return launch_kernel(gdn_recurrent_kernel<128, kConv>, grid, dim3(kRecThreads), 0, stream, p);
-  }
-}
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The checks gdn_recurrent and gdn_conv_recurrent share.
 Status check_recurrent(const GdnDims& d, const char* op, const float* b, const float* a, int64_t ba_stride,
-                       const float* ssm_a, const float* dt_bias, const float* state_in, float* state_out, int T,
-                       float* out, float* b_keep, float* a_keep) {
+                       const float* ssm_a, const float* dt_bias, const float* state_in, const float* state_out, int T,
+                       const float* out, const float* b_keep, const float* a_keep) {
   STRATA_TRY(check_dims(d, op));
   STRATA_TRY(check_rows(T, op));
   STRATA_TRY(check_ptr(b, op, "b"));
@@ -376,21 +467,95 @@ Status check_recurrent(const GdnDims& d, const char* op, const float* b, const f
   STRATA_TRY(check_ptr(state_in, op, "state_in"));
   STRATA_TRY(check_ptr(state_out, op, "state_out"));
   STRATA_TRY(check_ptr(out, op, "out"));
-  const std::string f = std::string("gdn: ") + op + ": ";
   if (!gdn_recurrent_supports_head_dim(d.head_dim))
-    return Status::error(f + "head_dim must be 32, 64 or 128 (got " + std::to_string(d.head_dim) + ")");
+    return Status::error(prefix(op) + "head_dim must be 32, 64 or 128 (got " + std::to_string(d.head_dim) + ")");
   if (ba_stride < d.n_v_heads)
-    return Status::error(f + "ba_stride (" + std::to_string(ba_stride) + ") must be >= n_v_heads (" +
+    return Status::error(prefix(op) + "ba_stride (" + std::to_string(ba_stride) + ") must be >= n_v_heads (" +
                          std::to_string(d.n_v_heads) + ")");
   if ((b_keep == nullptr) != (a_keep == nullptr))
-    return Status::error(f + "b_keep and a_keep must both be set or both be null");
-  if (b_keep && (b_keep == b || a_keep == a)) return Status::error(f + "b_keep / a_keep must not be the b / a they copy");
+    return Status::error(prefix(op) + "b_keep and a_keep must both be set or both be null");
+  if (b_keep && (b_keep == b || a_keep == a))
+    return Status::error(prefix(op) + "b_keep / a_keep must not be the b / a they copy");
   return Status::ok_status();
+}
+
+// A gated norm output (gdn_gated_norm's, and the fused one's).
+Status check_norm_out(const GdnDims& d, const char* op, const float* z, int64_t z_stride, const float* w,
+                      const float* y, const void* y_q8, int64_t q8_stride) {
+  STRATA_TRY(check_ptr(z, op, "z"));
+  STRATA_TRY(check_ptr(w, op, "w"));
+  STRATA_TRY(check_ptr(y, op, "y"));
+  const int64_t value_dim = static_cast<int64_t>(d.n_v_heads) * d.head_dim;
+  if (z_stride < value_dim)
+    return Status::error(prefix(op) + "z_stride (" + std::to_string(z_stride) + ") must be >= n_v_heads * head_dim (" +
+                         std::to_string(value_dim) + ")");
+  if (y_q8) {
+    if (d.head_dim % 32 != 0)
+      return Status::error(prefix(op) + "a q8_1 output needs head_dim a multiple of 32 (got " +
+                           std::to_string(d.head_dim) + ")");
+    if (!aligned16(y_q8) || q8_stride % 16 != 0 || q8_stride < value_dim / 32 * 36)
+      return Status::error(prefix(op) + "y_q8 must be 16-byte aligned with a stride that is a multiple of 16 bytes >= " +
+                           std::to_string(value_dim / 32 * 36) + " (stride " + std::to_string(q8_stride) + ")");
+  }
+  return Status::ok_status();
+}
+
+// ---- launches ------------------------------------------------------------------------------------
+
+using RecKernel = void (*)(RecArgs);
+
+// The replay form (gdn_recurrent): c read from memory, no fusion.
+cudaError_t launch_recurrent(const GdnDims& d, const RecArgs& p, Stream stream) {
+  const dim3 grid(d.head_dim / kRecCols, d.n_v_heads);
+  switch (d.head_dim) {
+    case 32: return launch_kernel(gdn_recurrent_kernel<32, false>, grid, dim3(kRecThreads), 0, stream, p);
+    case 64: return launch_kernel(gdn_recurrent_kernel<64, false>, grid, dim3(kRecThreads), 0, stream, p);
+    default: return launch_kernel(gdn_recurrent_kernel<128, false>, grid, dim3(kRecThreads), 0, stream, p);
+  }
+}
+
+template <int D>
+RecKernel conv_kernel_for(bool norm) {
+  return norm ? gdn_recurrent_kernel<D, true, true> : gdn_recurrent_kernel<D, true, false>;
+}
+
+// The decoder's form. With the fused norm, the head's D / 32 column CTAs form one cluster along
+// x; grid.x is D / 32 too, so a CTA's cluster rank is its blockIdx.x.
+cudaError_t launch_conv_recurrent(const GdnDims& d, const RecArgs& p, bool norm, Stream stream) {
+  const int D = d.head_dim;
+  const RecKernel kernel = D == 32   ? conv_kernel_for<32>(norm)
+                           : D == 64 ? conv_kernel_for<64>(norm)
+                                     : conv_kernel_for<128>(norm);
+  const dim3 grid(D / kRecCols, d.n_v_heads);
+  const unsigned cluster = norm ? static_cast<unsigned>(D / kRecCols) : 0u;
+  return launch_kernel_clustered(kernel, grid, dim3(kRecThreads), 0, cluster, stream, p);
+}
+
+// The fields of RecArgs every form sets (the rest zero).
+RecArgs rec_args(const GdnDims& d, const float* ssm_a, const float* dt_bias, const float* state_in, float* state_out,
+                 int T, float* out, float* b_keep, float* a_keep) {
+  RecArgs p{};
+  p.ssm_a = ssm_a;
+  p.dt_bias = dt_bias;
+  p.state_in = state_in;
+  p.state_out = state_out;
+  p.out = out;
+  p.b_keep = b_keep;
+  p.a_keep = a_keep;
+  p.n_k_heads = d.n_k_heads;
+  p.n_v_heads = d.n_v_heads;
+  p.conv_dim = d.conv_dim();
+  p.T = T;
+  return p;
 }
 
 }  // namespace
 
 bool gdn_recurrent_supports_head_dim(int head_dim) { return head_dim == 32 || head_dim == 64 || head_dim == 128; }
+
+bool gdn_fused_norm_supported(const GdnDims& d) {
+  return gdn_recurrent_supports_head_dim(d.head_dim) && device_cc_major_at_least(9);
+}
 
 Status gdn_conv(const GdnDims& d, const float* m, int64_t m_stride, const float* conv_w, float* hist, int T, float* c,
                 Stream stream) {
@@ -427,12 +592,64 @@ Status gdn_conv_commit(const GdnDims& d, float* hist, int n, Stream stream) {
 Status gdn_recurrent(const GdnDims& d, const float* c, const float* b, const float* a, int64_t ba_stride,
                      const float* ssm_a, const float* dt_bias, const float* state_in, float* state_out, int T,
                      float* out, Stream stream, float* b_keep, float* a_keep) {
-  STRATA_TRY(check_recurrent(d, "gdn_recurrent", b, a, ba_stride, ssm_a, dt_bias, state_in, state_out, T, out, b_keep,
-                             a_keep));
-  STRATA_TRY(check_ptr(c, "gdn_recurrent", "c"));
-  const RecArgs p{c, b, a, ba_stride, ssm_a, dt_bias, state_in, state_out, out, b_keep, a_keep,
-                  d.n_k_heads, d.n_v_heads, d.conv_dim(), T, nullptr, nullptr, 0, nullptr, nullptr, 0};
-  STRATA_CUDA_TRY(launch_recurrent<false>(d, p, stream));
+  const char* op = "gdn_recurrent";
+  STRATA_TRY(check_recurrent(d, op, b, a, ba_stride, ssm_a, dt_bias, state_in, state_out, T, out, b_keep, a_keep));
+  STRATA_TRY(check_ptr(c, op, "c"));
+  RecArgs p = rec_args(d, ssm_a, dt_bias, state_in, state_out, T, out, b_keep, a_keep);
+  p.c = c;
+  p.b = b;
+  p.a = a;
+  p.ba_stride = ba_stride;
+  STRATA_CUDA_TRY(launch_recurrent(d, p, stream));
+  return Status::ok_status();
+}
+
+Status gdn_conv_recurrent(const GdnDims& d, const GdnConvRecurrentArgs& a, Stream stream) {
+  const char* op = "gdn_conv_recurrent";
+  STRATA_TRY(check_recurrent(d, op, a.b, a.a, a.ba_stride, a.ssm_a, a.dt_bias, a.state_in, a.state_out, a.T, a.out,
+                             a.b_keep, a.a_keep));
+  STRATA_TRY(check_kernel(d, op));
+  STRATA_TRY(check_ptr(a.m, op, "m"));
+  STRATA_TRY(check_ptr(a.conv_w, op, "conv_w"));
+  STRATA_TRY(check_ptr(a.hist, op, "hist"));
+  STRATA_TRY(check_ptr(a.c, op, "c"));
+  if (a.m_stride < d.conv_dim())
+    return Status::error(prefix(op) + "m_stride (" + std::to_string(a.m_stride) + ") must be >= conv_dim (" +
+                         std::to_string(d.conv_dim()) + ")");
+  const GdnGatedNormOut& n = a.norm;
+  const bool norm = n.y != nullptr;
+  if (norm) {
+    if (!gdn_fused_norm_supported(d))
+      return Status::error(prefix(op) + "the fused gated norm needs thread-block clusters (compute capability 9.0+); "
+                           "run gdn_gated_norm instead");
+    STRATA_TRY(check_norm_out(d, "gdn_conv_recurrent: norm", n.z, n.z_stride, n.w, n.y, n.y_q8, n.q8_stride));
+    if (n.y == a.out) return Status::error(prefix(op) + "norm.y must not be out (o is kept for a replay)");
+  } else if (n.z || n.w || n.y_q8) {
+    // A forgotten y would silently skip the norm the caller asked for.
+    return Status::error(prefix(op) + "norm.y is null while other norm fields are set");
+  }
+
+  RecArgs p = rec_args(d, a.ssm_a, a.dt_bias, a.state_in, a.state_out, a.T, a.out, a.b_keep, a.a_keep);
+  p.c = a.c;
+  p.c_out = a.c;
+  p.m = a.m;
+  p.m_stride = a.m_stride;
+  p.conv_w = a.conv_w;
+  p.hist = a.hist;
+  p.K = d.conv_kernel;
+  p.b = a.b;
+  p.a = a.a;
+  p.ba_stride = a.ba_stride;
+  if (norm) {
+    p.z = n.z;
+    p.z_stride = n.z_stride;
+    p.norm_w = n.w;
+    p.eps = d.eps;
+    p.y = n.y;
+    p.y_q8 = static_cast<uint8_t*>(n.y_q8);
+    p.q8_stride = n.q8_stride;
+  }
+  STRATA_CUDA_TRY(launch_conv_recurrent(d, p, norm, stream));
   return Status::ok_status();
 }
 
@@ -440,42 +657,33 @@ Status gdn_conv_recurrent(const GdnDims& d, const float* m, int64_t m_stride, co
                           float* c, const float* b, const float* a, int64_t ba_stride, const float* ssm_a,
                           const float* dt_bias, const float* state_in, float* state_out, int T, float* out,
                           Stream stream, float* b_keep, float* a_keep) {
-  const char* op = "gdn_conv_recurrent";
-  STRATA_TRY(check_recurrent(d, op, b, a, ba_stride, ssm_a, dt_bias, state_in, state_out, T, out, b_keep, a_keep));
-  STRATA_TRY(check_kernel(d, op));
-  STRATA_TRY(check_ptr(m, op, "m"));
-  STRATA_TRY(check_ptr(conv_w, op, "conv_w"));
-  STRATA_TRY(check_ptr(hist, op, "hist"));
-  STRATA_TRY(check_ptr(c, op, "c"));
-  if (m_stride < d.conv_dim())
-    return Status::error("gdn: gdn_conv_recurrent: m_stride (" + std::to_string(m_stride) + ") must be >= conv_dim (" +
-                         std::to_string(d.conv_dim()) + ")");
-  const RecArgs p{c, b, a, ba_stride, ssm_a, dt_bias, state_in, state_out, out, b_keep, a_keep,
-                  d.n_k_heads, d.n_v_heads, d.conv_dim(), T, c, m, m_stride, conv_w, hist, d.conv_kernel};
-  STRATA_CUDA_TRY(launch_recurrent<true>(d, p, stream));
-  return Status::ok_status();
+  GdnConvRecurrentArgs args;
+  args.m = m;
+  args.m_stride = m_stride;
+  args.conv_w = conv_w;
+  args.hist = hist;
+  args.c = c;
+  args.b = b;
+  args.a = a;
+  args.ba_stride = ba_stride;
+  args.b_keep = b_keep;
+  args.a_keep = a_keep;
+  args.ssm_a = ssm_a;
+  args.dt_bias = dt_bias;
+  args.state_in = state_in;
+  args.state_out = state_out;
+  args.out = out;
+  args.T = T;
+  return gdn_conv_recurrent(d, args, stream);
 }
 
 Status gdn_gated_norm(const GdnDims& d, const float* o, const float* z, int64_t z_stride, const float* w, int T,
                       float* y, Stream stream, void* y_q8, int64_t q8_stride) {
-  STRATA_TRY(check_dims(d, "gdn_gated_norm"));
-  STRATA_TRY(check_rows(T, "gdn_gated_norm"));
-  STRATA_TRY(check_ptr(o, "gdn_gated_norm", "o"));
-  STRATA_TRY(check_ptr(z, "gdn_gated_norm", "z"));
-  STRATA_TRY(check_ptr(w, "gdn_gated_norm", "w"));
-  STRATA_TRY(check_ptr(y, "gdn_gated_norm", "y"));
-  const int64_t value_dim = static_cast<int64_t>(d.n_v_heads) * d.head_dim;
-  if (z_stride < value_dim)
-    return Status::error("gdn: gdn_gated_norm: z_stride (" + std::to_string(z_stride) + ") must be >= n_v_heads * head_dim (" +
-                         std::to_string(value_dim) + ")");
-  if (y_q8) {
-    if (d.head_dim % 32 != 0)
-      return Status::error("gdn: gdn_gated_norm: a q8_1 output needs head_dim a multiple of 32 (got " +
-                           std::to_string(d.head_dim) + ")");
-    if (reinterpret_cast<uintptr_t>(y_q8) % 16 != 0 || q8_stride % 16 != 0 || q8_stride < value_dim / 32 * 36)
-      return Status::error("gdn: gdn_gated_norm: y_q8 must be 16-byte aligned with a stride that is a multiple of 16 "
-                           "bytes >= " + std::to_string(value_dim / 32 * 36) + " (stride " + std::to_string(q8_stride) + ")");
-  }
+  const char* op = "gdn_gated_norm";
+  STRATA_TRY(check_dims(d, op));
+  STRATA_TRY(check_rows(T, op));
+  STRATA_TRY(check_ptr(o, op, "o"));
+  STRATA_TRY(check_norm_out(d, op, z, z_stride, w, y, y_q8, q8_stride));
   const int warps = T * d.n_v_heads;
   STRATA_CUDA_TRY(launch_kernel(gdn_gated_norm_kernel, dim3(blocks_for(warps, kNormWarps)), dim3(kNormWarps * 32), 0,
                                 stream, o, z, z_stride, w, d.n_v_heads, d.head_dim, T, d.eps, y,

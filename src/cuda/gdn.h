@@ -8,7 +8,8 @@
 //                   o = M^T q
 //   gdn_gated_norm  y = rmsnorm(o) * w * sigmoid(z) per value head (optionally with y's q8_1 rows)
 // and ssm_out with linear(). The recurrent state is fp32 [n_v_heads, d(k), d(v)] in VRAM.
-// gdn_conv_recurrent is gdn_conv + gdn_recurrent in one launch (the decoder's window path).
+// gdn_conv_recurrent is gdn_conv + gdn_recurrent in one launch (the decoder's window path); its
+// GdnConvRecurrentArgs form can also take in the gated norm that follows it.
 //
 // Rollback (verify windows): the conv history buffer holds K - 1 + T_max rows; gdn_conv appends
 // the window's rows after the K - 1 kept ones and gdn_conv_commit(n) keeps the K - 1 rows that
@@ -60,6 +61,45 @@ Status gdn_conv_recurrent(const GdnDims& d, const float* m, int64_t m_stride, co
                           float* c, const float* b, const float* a, int64_t ba_stride, const float* ssm_a,
                           const float* dt_bias, const float* state_in, float* state_out, int T, float* out,
                           Stream stream, float* b_keep = nullptr, float* a_keep = nullptr);
+
+// gdn_gated_norm inside gdn_conv_recurrent's launch: the same y (and y_q8) bit for bit, with the
+// same contract as gdn_gated_norm's arguments of those names; o is still written to `out`.
+struct GdnGatedNormOut {
+  const float* z = nullptr;  // rows z + t * z_stride
+  int64_t z_stride = 0;      // >= n_v_heads * head_dim
+  const float* w = nullptr;  // [head_dim]
+  float* y = nullptr;        // [T, n_v_heads * head_dim], contiguous
+  void* y_q8 = nullptr;      // optional q8_1 rows of y at y_q8 + t * q8_stride (16-byte aligned)
+  int64_t q8_stride = 0;
+};
+
+// gdn_conv_recurrent's arguments (the positional form above documents each contract). With
+// norm.y set the launch also writes the gated norm.
+struct GdnConvRecurrentArgs {
+  const float* m = nullptr;
+  int64_t m_stride = 0;
+  const float* conv_w = nullptr;
+  float* hist = nullptr;
+  float* c = nullptr;
+  const float* b = nullptr;
+  const float* a = nullptr;
+  int64_t ba_stride = 0;
+  float* b_keep = nullptr;
+  float* a_keep = nullptr;
+  const float* ssm_a = nullptr;
+  const float* dt_bias = nullptr;
+  const float* state_in = nullptr;
+  float* state_out = nullptr;
+  float* out = nullptr;
+  GdnGatedNormOut norm;  // used when norm.y is set (gdn_fused_norm_supported)
+  int T = 0;
+};
+
+Status gdn_conv_recurrent(const GdnDims& d, const GdnConvRecurrentArgs& args, Stream stream);
+
+// Whether gdn_conv_recurrent can take the gated norm on this device: it runs each value head's
+// column CTAs as one thread-block cluster (compute capability 9.0+) to share the head's sums.
+bool gdn_fused_norm_supported(const GdnDims& d);
 
 // The head dims gdn_recurrent is compiled for (one kernel instance each): 32, 64 and 128.
 bool gdn_recurrent_supports_head_dim(int head_dim);

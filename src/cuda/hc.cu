@@ -125,9 +125,9 @@ __global__ void __launch_bounds__(kEltThreads) add_inplace_kernel(float* __restr
 // ---- the fused mix: hc_pre and hc_post ------------------------------------------------------------
 //
 // Both run as thread-block clusters of S CTAs, CTA rank s owning stream s: the work a stream needs
-// (its inv_rms, its K-slice of down / inject, its H rows of up) stays inside one CTA, and the sum
-// over the S streams is read across the cluster's shared memory (DSMEM) by rank 0 in stream order,
-// so no partial sums go through global memory and no second launch is needed.
+// (its inv_rms, its K-slice of down / inject, its H rows of up) stays inside one CTA, and each CTA
+// stores its partial sums into rank 0's shared memory (DSMEM), which adds them in stream order, so
+// no partial sums go through global memory and no second launch is needed.
 //
 // hc_pre, cluster g = output rows 4g .. 4g+3 of [down; inject] (rank + S rows; 5 rows at T = 2,
 // see kPreRows), CTA s = columns
@@ -148,6 +148,12 @@ __global__ void __launch_bounds__(kEltThreads) add_inplace_kernel(float* __restr
 // 5 16-byte loads per thread, all issued before pdl_wait.
 
 namespace cg = cooperative_groups;
+
+constexpr int kMaxClusterStreams = 8;  // the portable cluster size
+
+// Each CTA pushes its partial sums into rank 0's shared memory (common.cuh's cluster barrier
+// halves): rank 0 then reads them locally, and no CTA has to stay resident until rank 0 is done
+// with its shared memory (a second barrier).
 
 // kN consecutive floats (kN a multiple of 4, 16-byte aligned) from global memory.
 template <int kN>
@@ -227,8 +233,9 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
   __shared__ double ss_part[kPreWarps][kMaxWindowRows];
   __shared__ float rms[kMaxWindowRows];
   __shared__ float red[kPreWarps][kRows][kMaxWindowRows];
-  __shared__ float part[kRows * kMaxWindowRows];  // this stream's dot products; rank 0 reads them
+  __shared__ float part_all[kMaxClusterStreams][kRows * kMaxWindowRows];  // rank 0's: stream k's dot products
   const cg::cluster_group cluster = cg::this_cluster();
+  cluster_arrive_relaxed();  // phase 1
   const int sid = static_cast<int>(cluster.block_rank());
   const int row0 = static_cast<int>(blockIdx.x) / p.S * kRows;
   const int nvec = p.H / kVec;
@@ -323,19 +330,22 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
       if (lane == 0) red[warp][r][t] = v;
     }
   __syncthreads();
+  cluster_wait_acquire();  // phase 1: every CTA of the cluster has started
   if (threadIdx.x < kRows * kMaxWindowRows) {
     const int r = threadIdx.x / kMaxWindowRows, t = threadIdx.x % kMaxWindowRows;
     float v = 0.0f;  // rows t >= kT are never read
     if (t < kT)
       for (int k = 0; k < kPreWarps; ++k) v += red[k][r][t];
-    part[threadIdx.x] = v;
+    cluster.map_shared_rank(part_all[sid], 0)[threadIdx.x] = v;
   }
-  cluster.sync();  // every stream's partials are visible to rank 0
-  if (sid == 0 && threadIdx.x < kRows * kMaxWindowRows) {
+  cluster_arrive_release();  // phase 2: this stream's partials are in rank 0
+  if (sid != 0) return;
+  cluster_wait_acquire();
+  if (threadIdx.x < kRows * kMaxWindowRows) {
     const int r = threadIdx.x / kMaxWindowRows, t = threadIdx.x % kMaxWindowRows, gr = row0 + r;
     if (t < p.T && gr < p.n_out) {
       float d = 0.0f;
-      for (int k = 0; k < p.S; ++k) d += cluster.map_shared_rank(part, k)[threadIdx.x];
+      for (int k = 0; k < p.S; ++k) d += part_all[k][threadIdx.x];
       const float s = static_cast<float>(p.S);
       if (gr < p.rank) {
         p.r[t * p.rank + gr] = silu_f(d / s);
@@ -344,7 +354,6 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
       }
     }
   }
-  cluster.sync();  // no CTA leaves while rank 0 still reads its shared memory
 #endif
 }
 
@@ -381,9 +390,10 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
   __trap();  // thread-block clusters need sm_90; hc_fused_supported() keeps older devices off this path
 #else
   constexpr int kVec = kWeightsPerVec<WT>;
-  __shared__ float prod[kMaxWindowRows * kPostCols];  // sigmoid(g) * xn of this stream; rank 0 reads it
+  __shared__ float prod_all[kMaxClusterStreams][kMaxWindowRows * kPostCols];  // rank 0's: stream k's sigmoid(g) * xn
   __shared__ __align__(16) float ublk[kMaxWindowRows][kPostCols];
   const cg::cluster_group cluster = cg::this_cluster();
+  cluster_arrive_relaxed();  // phase 1
   const int sid = static_cast<int>(cluster.block_rank());
   const int blk = static_cast<int>(blockIdx.x) / p.S;
   const int c = threadIdx.x / kLanesPerRow, sub = threadIdx.x % kLanesPerRow;  // column in the block, K part
@@ -424,8 +434,10 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
   for (int t = 0; t < kT; ++t)
 #pragma unroll
     for (int o = 1; o < kLanesPerRow; o <<= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], o);
+  cluster_wait_acquire();  // phase 1: every CTA of the cluster has started
   if (sub == 0) {
     const int64_t col = first_row + c;  // this stream's column of the wide row
+    float* prod = cluster.map_shared_rank(prod_all[sid], 0);
 #pragma unroll
     for (int t = 0; t < kT; ++t) {
       if (t >= p.T) break;
@@ -433,12 +445,14 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
       prod[t * kPostCols + c] = __fmul_rn(sigmoid_f(acc[t]), xn);
     }
   }
-  cluster.sync();  // every stream's products are visible to rank 0
-  if (sid == 0) {
+  cluster_arrive_release();  // phase 2: this stream's products are in rank 0
+  if (sid != 0) return;
+  cluster_wait_acquire();
+  {
     const int t = threadIdx.x / kPostCols, j = threadIdx.x % kPostCols;  // 256 threads = 8 rows of 32
     if (t < p.T) {
       float sum = 0.0f;
-      for (int k = 0; k < p.S; ++k) sum = __fadd_rn(sum, cluster.map_shared_rank(prod, k)[t * kPostCols + j]);
+      for (int k = 0; k < p.S; ++k) sum = __fadd_rn(sum, prod_all[k][t * kPostCols + j]);
       const float uv = sum / static_cast<float>(p.S);
       p.u[static_cast<int64_t>(t) * p.H + blk * kPostCols + j] = uv;
       ublk[t][j] = uv;
@@ -454,7 +468,6 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
       }
     }
   }
-  cluster.sync();  // no CTA leaves while rank 0 still reads its shared memory
 #endif
 }
 
@@ -479,8 +492,6 @@ bool overlaps(const float* a, int64_t na, const float* b, int64_t nb) {
 }
 
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kEltThreads - 1) / kEltThreads); }
-
-constexpr int kMaxClusterStreams = 8;  // the portable cluster size
 
 // Thread-block clusters need compute capability 9.0.
 bool clusters_supported() { return device_cc_major_at_least(9); }

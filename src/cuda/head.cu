@@ -1,7 +1,8 @@
 // The head's tail (head.h): argmax and the sampler of engine::Sampler, one CTA per row.
 //
-// argmax_rows: each thread scans a strided slice, then (value desc, index asc) reduces the CTA;
-// that order is total, so the winner does not depend on the reduction's shape.
+// argmax_rows: a cluster of 8 CTAs per row (one CTA below sm_90), each thread scanning a strided
+// slice, then (value desc, index asc) reduces the CTA and the cluster; that order is total, so
+// the winner does not depend on the reduction's shape.
 //
 // sample_rows, for a row of n logits and k = top_k candidates (k <= kMaxSampleTopK):
 //   1. the candidates: the fast path bounds the k-th largest logit from below by the k-th largest
@@ -23,11 +24,15 @@
 #include <cstdint>
 #include <string>
 
+#include <cooperative_groups.h>
+
 #include "common.cuh"
 #include "launch.cuh"
 
 namespace strata::cuda {
 namespace {
+
+namespace cg = cooperative_groups;
 
 constexpr int kArgmaxThreads = 1024;
 constexpr int kSampleThreads = kMaxSampleTopK;  // the sorts give each thread one candidate
@@ -79,30 +84,67 @@ __device__ __forceinline__ Best warp_best(Best b) {
   return b;
 }
 
-__global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* __restrict__ logits, int64_t n,
-                                                                int32_t* __restrict__ out) {
-  pdl_launch_dependents();
-  pdl_wait();
-  __shared__ Best warps[kArgmaxThreads / 32];
-  const float* row = logits + static_cast<int64_t>(blockIdx.x) * n;
+// The best finite logit of row[lo, hi) by this CTA, in thread 0. A thread's indices rise, so a
+// strict > keeps its lowest index among equals.
+__device__ Best cta_best(const float* __restrict__ row, int64_t lo, int64_t hi, Best* warps) {
   Best b{0.0f, -1};
-  // A thread's indices rise, so a strict > keeps its lowest index among equals.
-  for (int64_t i0 = 0; i0 < n; i0 += int64_t{kLoadsInFlight} * kArgmaxThreads) {
+  for (int64_t i0 = lo; i0 < hi; i0 += int64_t{kLoadsInFlight} * kArgmaxThreads) {
     float v[kLoadsInFlight];
-    load_sweep<kArgmaxThreads>(row, n, i0, v);
+    load_sweep<kArgmaxThreads>(row, hi, i0, v);
 #pragma unroll
     for (int u = 0; u < kLoadsInFlight; ++u) {
       const int64_t i = i0 + u * kArgmaxThreads + threadIdx.x;
-      if (i < n && isfinite(v[u]) && (b.index < 0 || v[u] > b.value)) b = Best{v[u], static_cast<int32_t>(i)};
+      if (i < hi && isfinite(v[u]) && (b.index < 0 || v[u] > b.value)) b = Best{v[u], static_cast<int32_t>(i)};
     }
   }
   b = warp_best(b);
   if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = b;
   __syncthreads();
+  if (threadIdx.x < 32) b = warp_best(warps[threadIdx.x]);
+  return b;
+}
+
+// One CTA per row (devices without thread-block clusters).
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* __restrict__ logits, int64_t n,
+                                                                int32_t* __restrict__ out) {
+  pdl_launch_dependents();
+  pdl_wait();
+  __shared__ Best warps[kArgmaxThreads / 32];
+  const Best b = cta_best(logits + static_cast<int64_t>(blockIdx.x) * n, 0, n, warps);
+  if (threadIdx.x == 0) out[blockIdx.x] = b.index;
+}
+
+// A cluster of kArgmaxCluster CTAs per row (grid (kArgmaxCluster, T)): rank r scans the r-th
+// slice, so a row takes an eighth of the memory round trips one CTA needs (a 248320-logit row:
+// ~32 us on one SM of the H200); each rank stores its best into rank 0's shared memory
+// (common.cuh's barrier halves), which reduces them.
+constexpr int kArgmaxCluster = 8;
+
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_cluster_kernel(const float* __restrict__ logits, int64_t n,
+                                                                        int32_t* __restrict__ out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // clusters need sm_90; argmax_rows launches argmax_kernel below that
+#else
+  __shared__ Best warps[kArgmaxThreads / 32];
+  __shared__ Best ranks[kArgmaxCluster];  // rank 0's: each rank's best
+  cluster_arrive_relaxed();  // phase 1
+  pdl_launch_dependents();
+  pdl_wait();
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int64_t span = (n + kArgmaxCluster - 1) / kArgmaxCluster;
+  const int64_t lo = rank * span, hi = lo + span < n ? lo + span : n;
+  const Best b = cta_best(logits + static_cast<int64_t>(blockIdx.y) * n, lo, hi, warps);
+  cluster_wait_acquire();  // phase 1: every rank has started
+  if (threadIdx.x == 0) cluster.map_shared_rank(ranks, 0)[rank] = b;
+  cluster_arrive_release();  // phase 2
+  if (rank != 0) return;
+  cluster_wait_acquire();
   if (threadIdx.x < 32) {
-    b = warp_best(warps[threadIdx.x]);
-    if (threadIdx.x == 0) out[blockIdx.x] = b.index;
+    const Best r = warp_best(threadIdx.x < kArgmaxCluster ? ranks[threadIdx.x] : Best{0.0f, -1});
+    if (threadIdx.x == 0) out[blockIdx.y] = r.index;
   }
+#endif
 }
 
 // ---- sampling ---------------------------------------------------------------------------------
@@ -501,8 +543,13 @@ Status check_rows(const char* op, const float* logits, int T, int64_t n_vocab, c
 
 Status argmax_rows(const float* logits, int T, int64_t n_vocab, int32_t* out, Stream stream) {
   STRATA_TRY(check_rows("argmax_rows", logits, T, n_vocab, out));
-  STRATA_CUDA_TRY(launch_kernel(argmax_kernel, dim3(static_cast<unsigned>(T)), dim3(kArgmaxThreads), 0, stream, logits,
-                                n_vocab, out));
+  if (device_cc_major_at_least(9)) {
+    STRATA_CUDA_TRY(launch_kernel_clustered(argmax_cluster_kernel, dim3(kArgmaxCluster, static_cast<unsigned>(T)),
+                                            dim3(kArgmaxThreads), 0, kArgmaxCluster, stream, logits, n_vocab, out));
+  } else {
+    STRATA_CUDA_TRY(launch_kernel(argmax_kernel, dim3(static_cast<unsigned>(T)), dim3(kArgmaxThreads), 0, stream, logits,
+                                  n_vocab, out));
+  }
   return Status::ok_status();
 }
 

@@ -42,10 +42,11 @@ namespace strata::cuda::mmvq_detail {
 namespace {
 
 constexpr int kWarps = 4;      // per CTA
-// Units per lane whose loads are in flight together. Measured on the H200 (Q5_K 10240 x 2560,
-// T = 1): 4 took 9.2 us; 6 took 12.1 us (registers, occupancy); 4 with the first batch requested
-// before the activation unpack and the next row set's batch before the reduction took 10.3 us.
-constexpr int kBatch = 4;
+// Units per lane whose loads are in flight together: Unit<T>::kBatch. Measured on the H200 (Q5_K
+// 10240 x 2560, T = 1): 4 took 9.2 us; 6 took 12.1 us (registers, occupancy); 4 with the first
+// batch requested before the activation unpack and the next row set's batch before the reduction
+// took 10.3 us. IQ4_XS's units are half the registers of Q5_K's, and at 5 a 2560-wide row (80
+// units on 16 lanes) is one batch instead of 4 + 1.
 constexpr int kUnitsPerBlock = 8;
 constexpr int kDirectMaxRows = 3;  // window rows up to which this kernel beats mmvq_decode_kernel
                                    // (kernel_for and launch_rows instantiate 1..3)
@@ -65,6 +66,7 @@ struct Unit;
 template <Type T>
 struct UnitK {
   static constexpr int kBlockBytes = T == Type::Q5_K ? 176 : 144;
+  static constexpr int kBatch = 4;
   static constexpr int kQs = T == Type::Q5_K ? 48 : 16;
   struct Raw {
     uint4 head, qs, qh;
@@ -131,6 +133,7 @@ struct Unit<Type::Q5_K> : UnitK<Type::Q5_K> {};
 template <>
 struct Unit<Type::IQ4_XS> {
   static constexpr int kBlockBytes = 136;
+  static constexpr int kBatch = 5;
   struct Raw {
     uint2 head, q0, q1;
   };
@@ -232,13 +235,13 @@ __global__ void __launch_bounds__(kWarps * 32) mmvq_direct_kernel(const Shape p,
     float acc[kT];
 #pragma unroll
     for (int t = 0; t < kT; ++t) acc[t] = 0.0f;
-    for (int i0 = 0; i0 < iters; i0 += kBatch) {
-      typename U::Raw raw[kBatch];
+    for (int i0 = 0; i0 < iters; i0 += U::kBatch) {
+      typename U::Raw raw[U::kBatch];
 #pragma unroll
-      for (int k = 0; k < kBatch; ++k)
+      for (int k = 0; k < U::kBatch; ++k)
         if (i0 + k < iters) raw[k] = U::load(wrow, gl + G * (i0 + k));
 #pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
+      for (int k = 0; k < U::kBatch; ++k) {
         if (i0 + k >= iters) break;
         const Halves h = U::decode(raw[k], gl + G * (i0 + k));
 #pragma unroll

@@ -11,7 +11,9 @@
 //   shared_gate_add        y += sigmoid(gate_logit) * s (the shared expert's scalar gate)
 // The decode path runs the same math in fewer launches: route_and_group (router_topk and the
 // grouping in one kernel) -> expert_mlp_grouped (gate/up, SwiGLU, down over that grouping) -> ...
-// shared expert ... -> expert_combine_shared (the routed sum, then the gated shared output added).
+// shared expert ... -> expert_combine_shared (the routed sum, then the gated shared output added);
+// the decoder runs the last two as expert_gate_up_grouped and expert_down_combine, whose down
+// launch also forms the routed sum where it can.
 // Grouped kernels take their group from block row g % gridDim.y (group stride), so the grid does
 // not depend on how many groups a window has and one captured graph fits every window.
 // Host-only header.
@@ -118,6 +120,20 @@ struct WideCombine {
 Status expert_combine_shared(const ExpertWeights& w, int T, int k, const ExpertScratch& scratch, const float* s,
                              const float* gate_logit, int64_t gate_stride, float* y, Stream stream,
                              const WideCombine* wide = nullptr);
+
+// expert_mlp_grouped in two parts, so that a caller can order other work between them (the
+// decoder joins its shared expert's stream before the second): expert_gate_up_grouped is its
+// gate/up launch; expert_down_combine its SwiGLU and down, then expert_combine_shared (s and
+// gate_logit set) or expert_combine (both null) into y and `wide`, with the same bits. Where
+// grouped_direct_kernel serves the down call (moe_direct.h) and tile_counts holds enough words,
+// the routed sum runs in the down launch's tail instead of a launch of its own: the last CTA of
+// each column tile sums it. tile_counts: device words, 0 before the call and left 0 after it (the
+// last CTA of a tile resets its word), so calls using the same words must not run at the same
+// time; tile_count_cap >= n_embd / 8 always suffices. Null: the combine is launched on its own.
+Status expert_gate_up_grouped(const ExpertWeights& w, const Act& u, int k, const ExpertScratch& scratch, Stream stream);
+Status expert_down_combine(const ExpertWeights& w, int T, int k, const ExpertScratch& scratch, const float* s,
+                           const float* gate_logit, int64_t gate_stride, float* y, const WideCombine* wide,
+                           uint32_t* tile_counts, int tile_count_cap, Stream stream);
 
 // h[t, i] = silu(g[t, i]) * u[t, i] for T rows of n values (rows g + t * stride, u + t * stride,
 // h + t * n); when h_q8 != nullptr also its q8_1 form (rows h_q8 + t * q8_stride bytes).

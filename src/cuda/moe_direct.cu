@@ -305,9 +305,28 @@ __device__ void swiglu_entries_tile(const GroupedArgs& a, int b0, int nb, uint8_
   }
 }
 
+// The down call's tail (CombineTail): this CTA's stores to out are made visible and counted in
+// its tile's word; the last of the tile's gridDim.y CTAs resets the word and forms the routed sum
+// of the tile's columns [col0, col1) for every window row (the threadfence-reduction pattern:
+// each thread fences its own stores before the count, and the last CTA reads out through L2).
+__device__ void combine_tile_if_last(const CombineTail& c, int col0, int col1) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(c.tile_count + blockIdx.x, 1u) == gridDim.y - 1;
+    if (last) c.tile_count[blockIdx.x] = 0;  // for the next launch: no other CTA of this one counts here again
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int n = col1 - col0;
+  for (int i = threadIdx.x; i < c.T * n; i += blockDim.x) routed_sum_column(c.sum, i / n, col0 + i % n);
+}
+
 template <Type T, int kNB>
 __global__ void __launch_bounds__(kDirectThreads, DirectUnit<T>::kMinBlocks)
-    grouped_direct_kernel(const GroupedArgs a, const int G, const int tile_rows) {
+    grouped_direct_kernel(const GroupedArgs a, const int G, const int tile_rows, const CombineTail tail) {
   using U = DirectUnit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
   pdl_launch_dependents();
@@ -317,7 +336,12 @@ __global__ void __launch_bounds__(kDirectThreads, DirectUnit<T>::kMinBlocks)
   }
   pdl_wait();
   const int n_groups = *a.n_groups;
-  if (static_cast<int>(blockIdx.y) >= n_groups) return;  // CTA-uniform
+  const int tile_r0 = static_cast<int>(blockIdx.x) * tile_rows;
+  const int tile_end = tile_r0 + tile_rows < a.rows ? tile_r0 + tile_rows : a.rows;
+  if (static_cast<int>(blockIdx.y) >= n_groups) {  // CTA-uniform
+    if (tail.tile_count != nullptr) combine_tile_if_last(tail, tile_r0, tile_end);
+    return;
+  }
 
   const int K = a.nchunks * 32;
   uint8_t* codes = smem + (U::kGrid ? kGridBytes : 0);
@@ -328,8 +352,6 @@ __global__ void __launch_bounds__(kDirectThreads, DirectUnit<T>::kMinBlocks)
   const int gl = lane % G, rows_per_warp = 32 / G;
   const int units = K / U::kBlockElems * U::kUnitsPerBlock;
   const int iters = units / G;  // per lane and row, warp-uniform
-  const int tile_r0 = static_cast<int>(blockIdx.x) * tile_rows;
-  const int tile_end = tile_r0 + tile_rows < a.rows ? tile_r0 + tile_rows : a.rows;
   const int nsets = (tile_end - tile_r0 + rows_per_warp - 1) / rows_per_warp;
 
   for (int grp = blockIdx.y; grp < n_groups; grp += gridDim.y) {
@@ -373,6 +395,7 @@ __global__ void __launch_bounds__(kDirectThreads, DirectUnit<T>::kMinBlocks)
       }
     }
   }
+  if (tail.tile_count != nullptr) combine_tile_if_last(tail, tile_r0, tile_end);
 }
 
 template <Type T>
@@ -394,28 +417,31 @@ size_t smem_for(Type t, int nchunks, int nbatch) {
   return (t == Type::IQ3_XXS ? kGridBytes : 0) + static_cast<size_t>(nbatch) * nchunks * (32 + sizeof(int2));
 }
 
+// One pass per CTA (each warp one row set): measured on the H200 against tiles of several passes
+// sized to one wave, it was as fast at T = 1 and 10-20% faster at T = 2 and 4, where the groups'
+// sizes differ and small CTAs balance better.
+template <Type T>
+int tile_rows_for(int nchunks) {
+  return kDirectWarps * (32 / lanes_per_row(units_per_row<T>(nchunks)));
+}
+
 template <Type T, int kNB>
-Status launch_typed(const GroupedArgs& a, int group_rows, cudaStream_t stream) {
+Status launch_typed(const GroupedArgs& a, int group_rows, cudaStream_t stream, const CombineTail& tail) {
   const auto kernel = &grouped_direct_kernel<T, kNB>;
-  const size_t smem = smem_for(T, a.nchunks, kNB);
-  if (smem > 48 * 1024)
-    STRATA_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const size_t smem = smem_for(T, a.nchunks, kNB);  // <= 48 KB: grouped_direct_supports
   const int G = lanes_per_row(units_per_row<T>(a.nchunks));
-  // One pass per CTA (each warp one row set): measured on the H200 against tiles of several
-  // passes sized to one wave, it was as fast at T = 1 and 10-20% faster at T = 2 and 4, where
-  // the groups' sizes differ and small CTAs balance better.
-  const int tile_rows = kDirectWarps * (32 / G);
+  const int tile_rows = tile_rows_for<T>(a.nchunks);
   const dim3 grid(static_cast<unsigned>((a.rows + tile_rows - 1) / tile_rows), static_cast<unsigned>(group_rows));
-  STRATA_CUDA_TRY(launch_kernel(kernel, grid, dim3(kDirectThreads), smem, stream, a, G, tile_rows));
+  STRATA_CUDA_TRY(launch_kernel(kernel, grid, dim3(kDirectThreads), smem, stream, a, G, tile_rows, tail));
   return Status::ok_status();
 }
 
 template <Type T>
-Status launch_batch(const GroupedArgs& a, int group_rows, cudaStream_t stream) {
+Status launch_batch(const GroupedArgs& a, int group_rows, cudaStream_t stream, const CombineTail& tail) {
   switch (entries_per_batch(a.batch)) {
-    case 1: return launch_typed<T, 1>(a, group_rows, stream);
-    case 2: return launch_typed<T, 2>(a, group_rows, stream);
-    default: return launch_typed<T, 4>(a, group_rows, stream);
+    case 1: return launch_typed<T, 1>(a, group_rows, stream, tail);
+    case 2: return launch_typed<T, 2>(a, group_rows, stream, tail);
+    default: return launch_typed<T, 4>(a, group_rows, stream, tail);
   }
 }
 
@@ -450,11 +476,28 @@ bool grouped_direct_supports(Type t, const GroupedArgs& a) {
          smem_for(t, a.nchunks, entries_per_batch(a.batch)) <= 48 * 1024;
 }
 
-Status launch_grouped_direct(Type t, const GroupedArgs& a, int group_rows, cudaStream_t stream) {
+int grouped_direct_tiles(Type t, const GroupedArgs& a) {
+  int tile_rows = 0;
   switch (t) {
-    case Type::IQ3_XXS: return launch_batch<Type::IQ3_XXS>(a, group_rows, stream);
-    case Type::Q2_0: return launch_batch<Type::Q2_0>(a, group_rows, stream);
-    case Type::IQ4_NL: return launch_batch<Type::IQ4_NL>(a, group_rows, stream);
+    case Type::IQ3_XXS: tile_rows = tile_rows_for<Type::IQ3_XXS>(a.nchunks); break;
+    case Type::Q2_0: tile_rows = tile_rows_for<Type::Q2_0>(a.nchunks); break;
+    case Type::IQ4_NL: tile_rows = tile_rows_for<Type::IQ4_NL>(a.nchunks); break;
+    default: return 0;
+  }
+  return (a.rows + tile_rows - 1) / tile_rows;
+}
+
+Status launch_grouped_direct(Type t, const GroupedArgs& a, int group_rows, cudaStream_t stream, const CombineTail* tail) {
+  const CombineTail none{};
+  const CombineTail& c = tail != nullptr ? *tail : none;
+  if (tail != nullptr && (tail->tile_count == nullptr || tail->sum.out != a.out || a.out_stride != tail->sum.H ||
+                          tail->sum.H != a.rows || tail->T < 1))
+    return Status::error("cuda: grouped_direct: a combine tail needs tile_count, sum.out == out, sum.H == rows == "
+                         "out_stride and T >= 1");
+  switch (t) {
+    case Type::IQ3_XXS: return launch_batch<Type::IQ3_XXS>(a, group_rows, stream, c);
+    case Type::Q2_0: return launch_batch<Type::Q2_0>(a, group_rows, stream, c);
+    case Type::IQ4_NL: return launch_batch<Type::IQ4_NL>(a, group_rows, stream, c);
     default: return Status::error("cuda: grouped_direct: unsupported type");
   }
 }

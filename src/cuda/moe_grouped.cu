@@ -1,9 +1,10 @@
 // native_expert_grouped (moe.h): the window's T x k routed entries grouped by expert on the
 // device, then gate/up per group, SwiGLU + q8_1 over the entries, down per group, and each row's
 // weighted sum in ascending expert id. The quantized per-group mat-vec is moe_direct.cu's for
-// the types and windows it serves (its down call forms SwiGLU + q8_1 itself), else
-// moe_grouped.cuh's (one generated instance per weight type); this file holds the grouping (on its own, or fused
-// with the router's softmax + top-k), the float-weight variant, the combine (on its own, or with the
+// the types and windows it serves (its down call forms SwiGLU + q8_1 itself, and with
+// expert_down_combine the routed sum too, moe_combine.cuh), else moe_grouped.cuh's (one
+// generated instance per weight type); this file holds the grouping (on its own, or fused with
+// the router's softmax + top-k), the float-weight variant, the combine (on its own, or with the
 // shared expert's gated output) and the host entries. Its kernels are launched with PDL
 // (launch.cuh): each waits for its predecessor before its first read of an activation.
 #include <cuda_bf16.h>
@@ -14,6 +15,7 @@
 
 #include "launch.cuh"
 #include "moe.h"
+#include "moe_combine.cuh"
 #include "moe_direct.h"
 #include "moe_grouped.cuh"
 #include "route.cuh"
@@ -288,41 +290,12 @@ Status launch_grouped_f(Type t, const GroupedArgs& a, dim3 grid, cudaStream_t st
 
 constexpr int kCombineThreads = 256;
 
-// y[t, j] = sum over row t's entries in ascending expert id of out[entry, j] * weight, from 0 and
-// rounded step by step as the reference's `dst[j] += out * w`. With s != nullptr, then
-// + s[t, j] * sigmoid(gate_logit[t * gate_stride]) rounded as one more addition: the reference adds
-// the gated shared output (s * gate, rounded) to the finished routed sum, and so did
-// shared_gate_add after this kernel alone, so both forms give the same bits. With wide.out set,
-// the wide residual's S streams of column j then take + y * alpha as hc_combine_kernel rounds it.
-__global__ void __launch_bounds__(kCombineThreads) combine_kernel(const float* __restrict__ out, int H, int k,
-                                                                  const int* __restrict__ row_entries,
-                                                                  const float* __restrict__ entry_weight,
-                                                                  const float* __restrict__ s,
-                                                                  const float* __restrict__ gate_logit,
-                                                                  int64_t gate_stride, float* __restrict__ y,
-                                                                  const WideCombine wide) {
+// One thread per (column j, row t = blockIdx.y): moe_combine.cuh's routed_sum_column.
+__global__ void __launch_bounds__(kCombineThreads) combine_kernel(const RoutedSum c) {
   pdl_launch_dependents();
   pdl_wait();
-  const int t = blockIdx.y;
   const int j = blockIdx.x * kCombineThreads + threadIdx.x;
-  if (j >= H) return;
-  float acc = 0.0f;
-  for (int r = 0; r < k; ++r) {
-    const int p = row_entries[t * k + r];
-    acc = __fadd_rn(acc, __fmul_rn(out[static_cast<int64_t>(p) * H + j], entry_weight[p]));
-  }
-  if (s != nullptr) {
-    const float gate = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-gate_logit[t * gate_stride])));  // reference::sigmoid
-    acc = __fadd_rn(acc, __fmul_rn(s[static_cast<int64_t>(t) * H + j], gate));
-  }
-  y[static_cast<int64_t>(t) * H + j] = acc;
-  if (wide.out != nullptr) {
-    const int64_t row = static_cast<int64_t>(t) * wide.S * H + j;
-    for (int k2 = 0; k2 < wide.S; ++k2) {
-      const int64_t i = row + static_cast<int64_t>(k2) * H;
-      wide.out[i] = __fadd_rn(wide.x[i], __fmul_rn(acc, wide.alpha[t * wide.S + k2]));
-    }
-  }
+  if (j < c.H) routed_sum_column(c, static_cast<int>(blockIdx.y), j);
 }
 
 // ---- host side --------------------------------------------------------------------------------------
@@ -447,9 +420,10 @@ std::string call_name(const char* fn, int T, int k) {
   return std::string("cuda: ") + fn + "(T=" + std::to_string(T) + ", k=" + std::to_string(k) + "): ";
 }
 
-Status launch_combine(const char* fn, const ExpertWeights& w, int T, int k, const ExpertScratch& scratch,
-                      const float* s, const float* gate_logit, int64_t gate_stride, float* y, Stream stream,
-                      const WideCombine& wide = {}) {
+// The routed sum's arguments over the scratch of a call, checked.
+Result<RoutedSum> routed_sum_args(const char* fn, const ExpertWeights& w, int T, int k, const ExpertScratch& scratch,
+                                  const float* s, const float* gate_logit, int64_t gate_stride, float* y,
+                                  const WideCombine& wide) {
   const std::string where = call_name(fn, T, k);
   auto l = check_call(where, w, T, k, scratch);
   if (!l) return l.status();
@@ -463,13 +437,148 @@ Status launch_combine(const char* fn, const ExpertWeights& w, int T, int k, cons
       return Status::error(where + "the wide combine's out must be x itself or not overlap it");
   }
   const uint8_t* base = static_cast<const uint8_t*>(scratch.base);
-  const dim3 grid(static_cast<unsigned>((w.n_embd + kCombineThreads - 1) / kCombineThreads), static_cast<unsigned>(T));
-  STRATA_CUDA_TRY(launch_kernel(combine_kernel, grid, dim3(kCombineThreads), 0, stream,
-                                reinterpret_cast<const float*>(base + l->out), w.n_embd, k,
-                                reinterpret_cast<const int*>(base + l->row_entries),
-                                reinterpret_cast<const float*>(base + l->entry_weight), s, gate_logit, gate_stride, y,
-                                wide));
+  RoutedSum c;
+  c.out = reinterpret_cast<const float*>(base + l->out);
+  c.H = static_cast<int>(w.n_embd);
+  c.k = k;
+  c.row_entries = reinterpret_cast<const int*>(base + l->row_entries);
+  c.entry_weight = reinterpret_cast<const float*>(base + l->entry_weight);
+  c.s = s;
+  c.gate_logit = gate_logit;
+  c.gate_stride = gate_stride;
+  c.y = y;
+  c.wide = wide;
+  return c;
+}
+
+Status launch_combine(const RoutedSum& c, int T, Stream stream) {
+  const dim3 grid(static_cast<unsigned>((c.H + kCombineThreads - 1) / kCombineThreads), static_cast<unsigned>(T));
+  STRATA_CUDA_TRY(launch_kernel(combine_kernel, grid, dim3(kCombineThreads), 0, stream, c));
   return Status::ok_status();
+}
+
+Status launch_combine(const char* fn, const ExpertWeights& w, int T, int k, const ExpertScratch& scratch,
+                      const float* s, const float* gate_logit, int64_t gate_stride, float* y, Stream stream,
+                      const WideCombine& wide = {}) {
+  auto c = routed_sum_args(fn, w, T, k, scratch, s, gate_logit, gate_stride, y, wide);
+  if (!c) return c.status();
+  return launch_combine(*c, T, stream);
+}
+
+// One call of the grouped expert MLP, checked: the scratch's layout, the device, the grouping and
+// the grid's group rows.
+struct MlpCall {
+  ExpertScratchLayout l;
+  DeviceInfo dev;
+  GroupOut g;
+  uint8_t* base = nullptr;
+  int T = 0, k = 0, group_rows = 0;
+};
+
+Result<MlpCall> mlp_call(const std::string& where, const ExpertWeights& w, int T, int k, const ExpertScratch& scratch) {
+  STRATA_TRY(check_weights(w));
+  auto lay = check_call(where, w, T, k, scratch);
+  if (!lay) return lay.status();
+  auto dev = current_device();
+  if (!dev) return dev.status();
+  const Type gt = (w.gate_up ? w.gate_up : w.gate).type, dt = w.down.type;
+  if ((!is_float_type(gt) || !is_float_type(dt)) && dev->cc < 75)
+    return Status::error(where + "quantized experts need compute capability 7.5 or newer (int8 tensor cores)");
+  MlpCall c;
+  c.l = *lay;
+  c.dev = *dev;
+  c.g = group_out(scratch, c.l);
+  c.base = static_cast<uint8_t*>(scratch.base);
+  c.T = T;
+  c.k = k;
+  const int n = T * k;
+  c.group_rows = n < kGroupRows ? n : kGroupRows;  // at most n groups; block rows beyond them return at once
+  return c;
+}
+
+// Gate/up per group into the scratch's gate_up rows.
+Status launch_gate_up(const std::string& where, const MlpCall& c, const ExpertWeights& w, const Act& u, Stream stream) {
+  const DTensor& gu_t = w.gate_up ? w.gate_up : w.gate;
+  const Type gt = gu_t.type;
+  if (u.cols != w.n_embd) return Status::error(where + "u has " + std::to_string(u.cols) + " columns, n_embd is " + std::to_string(w.n_embd));
+  const bool q8_in = mmvq_takes_q8_1(gt);
+  if (q8_in) {
+    if (u.q8 == nullptr || !aligned(u.q8, 16) || u.q8_stride % 16 != 0 || u.q8_stride < w.n_embd / 32 * 36)
+      return Status::error(where + "u.q8 must be set, 16-byte aligned, with q8_stride a multiple of 16 >= one q8_1 row");
+  } else if (u.f32 == nullptr || !aligned(u.f32, 16) || u.f32_stride % 4 != 0 || u.f32_stride < w.n_embd) {
+    return Status::error(where + "u.f32 must be 16-byte aligned with f32_stride a multiple of 4 >= n_embd");
+  }
+  GroupedArgs a;
+  a.n_groups = c.g.n_groups;
+  a.group_expert = c.g.group_expert;
+  a.group_start = c.g.group_start;
+  a.rows = 2 * w.n_ff;
+  if (w.gate_up) {
+    a.w0 = a.w1 = static_cast<const uint8_t*>(w.gate_up.data);
+    a.split = a.rows;
+    a.stride0 = a.stride1 = a.rows;
+  } else {
+    a.w0 = static_cast<const uint8_t*>(w.gate.data);
+    a.w1 = static_cast<const uint8_t*>(w.up.data);
+    a.split = w.n_ff;
+    a.stride0 = a.stride1 = w.n_ff;
+  }
+  a.row_bytes = gu_t.row_bytes;
+  a.nchunks = w.n_embd / 32;
+  a.act = q8_in ? static_cast<const uint8_t*>(u.q8) : reinterpret_cast<const uint8_t*>(u.f32);
+  a.act_stride = q8_in ? u.q8_stride : u.f32_stride * static_cast<int64_t>(sizeof(float));
+  a.act_row = c.g.entry_row;
+  a.batch = c.T < kBatch ? c.T : kBatch;
+  a.out = reinterpret_cast<float*>(c.base + c.l.gate_up);
+  a.out_stride = 2 * w.n_ff;
+  return launch_grouped(gt, a, c.group_rows, c.dev, stream);
+}
+
+// SwiGLU (+ q8_1) and down per group into the scratch's out rows; with `sum` and enough
+// tile_counts, the routed sum folded into the down launch where grouped_direct_kernel serves it
+// (*folded says whether it was; the caller launches the combine otherwise).
+Status launch_down(const MlpCall& c, const ExpertWeights& w, const RoutedSum* sum, uint32_t* tile_counts,
+                   int tile_count_cap, bool* folded, Stream stream) {
+  const Type dt = w.down.type;
+  const bool q8_mid = mmvq_takes_q8_1(dt);
+  float* gate_up = reinterpret_cast<float*>(c.base + c.l.gate_up);
+  float* h = reinterpret_cast<float*>(c.base + c.l.h);
+  uint8_t* h_q8 = c.base + c.l.h_q8;
+  GroupedArgs a;
+  a.n_groups = c.g.n_groups;
+  a.group_expert = c.g.group_expert;
+  a.group_start = c.g.group_start;
+  a.batch = c.T < kBatch ? c.T : kBatch;
+  a.w0 = a.w1 = static_cast<const uint8_t*>(w.down.data);
+  a.rows = w.n_embd;
+  a.split = a.rows;
+  a.stride0 = a.stride1 = w.n_embd;
+  a.row_bytes = w.down.row_bytes;
+  a.nchunks = w.n_ff / 32;
+  a.act = q8_mid ? h_q8 : reinterpret_cast<const uint8_t*>(h);
+  a.act_stride = q8_mid ? c.l.h_q8_stride : w.n_ff * static_cast<int64_t>(sizeof(float));
+  a.act_row = nullptr;  // entry i's h is row i
+  a.out = reinterpret_cast<float*>(c.base + c.l.out);
+  a.out_stride = w.n_embd;
+  if (folded != nullptr) *folded = false;
+  if (q8_mid && grouped_direct_supports(dt, a)) {
+    // The direct kernel forms h and its q8_1 codes itself (and still leaves both in the scratch).
+    a.swiglu_gu = gate_up;
+    a.h_out = h;
+    a.h_q8_out = h_q8;
+    a.h_q8_stride = c.l.h_q8_stride;
+    const bool fold = sum != nullptr && tile_counts != nullptr && grouped_direct_tiles(dt, a) <= tile_count_cap;
+    if (!fold) return launch_grouped_direct(dt, a, c.group_rows, stream);
+    CombineTail tail;
+    tail.sum = *sum;
+    tail.T = c.T;
+    tail.tile_count = tile_counts;
+    if (folded != nullptr) *folded = true;
+    return launch_grouped_direct(dt, a, c.group_rows, stream, &tail);
+  }
+  STRATA_TRY(swiglu_entries(gate_up, c.T * c.k, w.n_ff, c.g.n_groups, c.g.group_start, h, q8_mid ? h_q8 : nullptr,
+                            c.l.h_q8_stride, stream));
+  return launch_grouped(dt, a, c.group_rows, c.dev, stream);
 }
 
 }  // namespace
@@ -505,85 +614,38 @@ Status route_and_group(const float* logits, int64_t logits_stride, int T, int k,
 
 Status expert_mlp_grouped(const ExpertWeights& w, const Act& u, int k, const ExpertScratch& scratch, Stream stream) {
   using namespace moe_detail;
-  const int T = u.T;
-  const std::string where = call_name("expert_mlp_grouped", T, k);
-  STRATA_TRY(check_weights(w));
-  auto lay = check_call(where, w, T, k, scratch);
-  if (!lay) return lay.status();
-  const ExpertScratchLayout& l = *lay;
-  const DTensor& gu_t = w.gate_up ? w.gate_up : w.gate;
-  const Type gt = gu_t.type, dt = w.down.type;
-  const int n = T * k;
-  if (u.cols != w.n_embd) return Status::error(where + "u has " + std::to_string(u.cols) + " columns, n_embd is " + std::to_string(w.n_embd));
-  const bool q8_in = mmvq_takes_q8_1(gt);
-  if (q8_in) {
-    if (u.q8 == nullptr || !aligned(u.q8, 16) || u.q8_stride % 16 != 0 || u.q8_stride < w.n_embd / 32 * 36)
-      return Status::error(where + "u.q8 must be set, 16-byte aligned, with q8_stride a multiple of 16 >= one q8_1 row");
-  } else if (u.f32 == nullptr || !aligned(u.f32, 16) || u.f32_stride % 4 != 0 || u.f32_stride < w.n_embd) {
-    return Status::error(where + "u.f32 must be 16-byte aligned with f32_stride a multiple of 4 >= n_embd");
-  }
-  auto dev = current_device();
-  if (!dev) return dev.status();
-  if ((!is_float_type(gt) || !is_float_type(dt)) && dev->cc < 75)
-    return Status::error(where + "quantized experts need compute capability 7.5 or newer (int8 tensor cores)");
+  const std::string where = call_name("expert_mlp_grouped", u.T, k);
+  auto c = mlp_call(where, w, u.T, k, scratch);
+  if (!c) return c.status();
+  STRATA_TRY(launch_gate_up(where, *c, w, u, stream));
+  return launch_down(*c, w, nullptr, nullptr, 0, nullptr, stream);
+}
 
-  uint8_t* base = static_cast<uint8_t*>(scratch.base);
-  const GroupOut g = group_out(scratch, l);
-  float* gate_up = reinterpret_cast<float*>(base + l.gate_up);
-  float* h = reinterpret_cast<float*>(base + l.h);
-  uint8_t* h_q8 = base + l.h_q8;
-  float* out = reinterpret_cast<float*>(base + l.out);
-  const cudaStream_t s = stream;
-  // At most n groups in this call; block rows beyond the call's groups return at once.
-  const int group_rows = n < kGroupRows ? n : kGroupRows;
+Status expert_gate_up_grouped(const ExpertWeights& w, const Act& u, int k, const ExpertScratch& scratch, Stream stream) {
+  using namespace moe_detail;
+  const std::string where = call_name("expert_gate_up_grouped", u.T, k);
+  auto c = mlp_call(where, w, u.T, k, scratch);
+  if (!c) return c.status();
+  return launch_gate_up(where, *c, w, u, stream);
+}
 
-  GroupedArgs a;
-  a.n_groups = g.n_groups;
-  a.group_expert = g.group_expert;
-  a.group_start = g.group_start;
-  a.rows = 2 * w.n_ff;
-  if (w.gate_up) {
-    a.w0 = a.w1 = static_cast<const uint8_t*>(w.gate_up.data);
-    a.split = a.rows;
-    a.stride0 = a.stride1 = a.rows;
-  } else {
-    a.w0 = static_cast<const uint8_t*>(w.gate.data);
-    a.w1 = static_cast<const uint8_t*>(w.up.data);
-    a.split = w.n_ff;
-    a.stride0 = a.stride1 = w.n_ff;
-  }
-  a.row_bytes = gu_t.row_bytes;
-  a.nchunks = w.n_embd / 32;
-  a.act = q8_in ? static_cast<const uint8_t*>(u.q8) : reinterpret_cast<const uint8_t*>(u.f32);
-  a.act_stride = q8_in ? u.q8_stride : u.f32_stride * static_cast<int64_t>(sizeof(float));
-  a.act_row = g.entry_row;
-  a.batch = T < kBatch ? T : kBatch;
-  a.out = gate_up;
-  a.out_stride = 2 * w.n_ff;
-  STRATA_TRY(launch_grouped(gt, a, group_rows, *dev, s));
-
-  const bool q8_mid = mmvq_takes_q8_1(dt);
-  a.w0 = a.w1 = static_cast<const uint8_t*>(w.down.data);
-  a.rows = w.n_embd;
-  a.split = a.rows;
-  a.stride0 = a.stride1 = w.n_embd;
-  a.row_bytes = w.down.row_bytes;
-  a.nchunks = w.n_ff / 32;
-  a.act = q8_mid ? h_q8 : reinterpret_cast<const uint8_t*>(h);
-  a.act_stride = q8_mid ? l.h_q8_stride : w.n_ff * static_cast<int64_t>(sizeof(float));
-  a.act_row = nullptr;  // entry i's h is row i
-  a.out = out;
-  a.out_stride = w.n_embd;
-  if (q8_mid && grouped_direct_supports(dt, a)) {
-    // The direct kernel forms h and its q8_1 codes itself (and still leaves both in the scratch).
-    a.swiglu_gu = gate_up;
-    a.h_out = h;
-    a.h_q8_out = h_q8;
-    a.h_q8_stride = l.h_q8_stride;
-    return launch_grouped_direct(dt, a, group_rows, s);
-  }
-  STRATA_TRY(swiglu_entries(gate_up, n, w.n_ff, g.n_groups, g.group_start, h, q8_mid ? h_q8 : nullptr, l.h_q8_stride, stream));
-  return launch_grouped(dt, a, group_rows, *dev, s);
+Status expert_down_combine(const ExpertWeights& w, int T, int k, const ExpertScratch& scratch, const float* s,
+                           const float* gate_logit, int64_t gate_stride, float* y, const WideCombine* wide,
+                           uint32_t* tile_counts, int tile_count_cap, Stream stream) {
+  using namespace moe_detail;
+  const char* fn = "expert_down_combine";
+  const std::string where = call_name(fn, T, k);
+  if ((s == nullptr) != (gate_logit == nullptr) || (s != nullptr && gate_stride < 1))
+    return Status::error(where + "s and gate_logit must both be set (gate_stride >= 1) or both be null");
+  if (tile_counts != nullptr && (tile_count_cap < 1 || !aligned(tile_counts, 4)))
+    return Status::error(where + "tile_counts must be 4-byte aligned with tile_count_cap >= 1");
+  auto c = mlp_call(where, w, T, k, scratch);
+  if (!c) return c.status();
+  auto sum = routed_sum_args(fn, w, T, k, scratch, s, gate_logit, gate_stride, y, wide != nullptr ? *wide : WideCombine{});
+  if (!sum) return sum.status();
+  bool folded = false;
+  STRATA_TRY(launch_down(*c, w, &*sum, tile_counts, tile_count_cap, &folded, stream));
+  return folded ? Status::ok_status() : launch_combine(*sum, T, stream);
 }
 
 Status expert_combine(const ExpertWeights& w, int T, int k, const ExpertScratch& scratch, float* y, Stream stream) {

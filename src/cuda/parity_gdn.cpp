@@ -12,6 +12,12 @@
 //                       gdn_recurrent (out, state, c, history, kept b/a) and against the reference
 //   gdn_gated_norm(.., q8_1)  z as a slice of the m|z output, and the fused q8_1 rows: f32 as
 //                       above, the q8_1 bytes equal to quantize_q8_1 of the y the launch wrote
+//   gdn_conv_recurrent(.., fused: norm)  the launch with the gated norm (y, y_q8) inside it,
+//                       against the separate launches on the same inputs (gdn_conv_recurrent ->
+//                       gdn_gated_norm): every output bit for bit (out, state, c, history, kept
+//                       b/a, y, y_q8), and out, state and y against the reference
+//   gdn_conv_recurrent(refusals)  arguments of the GdnConvRecurrentArgs form the launch cannot
+//                       take return an error
 // With opt.bench each case is timed (a CUDA graph of launches, median of opt.bench_reps); the
 // recurrent cases also report the state's GB/s (bytes read + written per launch / time), the
 // states cycling through copies several times the L2 so that they come from DRAM.
@@ -25,6 +31,7 @@
 #include <fmt/format.h>
 
 #include "gdn.h"
+#include "linear.h"
 #include "parity_harness.h"
 #include "strata/reference/gdn.h"
 #include "strata/reference/ops.h"
@@ -514,6 +521,290 @@ Status run_gated_norm_case(const ParityOptions& opt, Reporter& rep, const Geomet
   return Status::ok_status();
 }
 
+// ---- gdn_conv_recurrent with the gated norm ---------------------------------------------------------
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// The decoder's GDN step with the gated norm in the recurrent launch (GdnConvRecurrentArgs, with
+// the q8_1 rows the decoder's quantized ssm_out reads) against the same step as separate launches
+// on the same inputs: m and z as the slices of one m|z output, a mid-sequence history, b/a as the
+// halves of one [T, 2 * n_v_heads] output, b_keep/a_keep set. Bit for bit: out, state, c, history,
+// the kept b/a (also equal to the b/a rows), y and its q8_1 rows. Against the reference (the conv,
+// the recurrence, rms_norm_gated): out, state and y within kGdnRelTol.
+Status run_fused_step_case(const ParityOptions& opt, Reporter& rep, reference::ThreadPool& pool, const Geometry& g,
+                           int T) {
+  const GdnDims d = dims_of(g);
+  const int K = d.conv_kernel;
+  const int64_t nv = d.n_v_heads, D = d.head_dim, C = d.conv_dim(), value_dim = nv * D;
+  const int64_t mz_stride = C + value_dim, ba_stride = 2 * nv;
+  const int64_t q8_stride = q8_stride_for(value_dim);
+  CaseResult r;
+  r.op = "gdn_conv_recurrent";
+  r.line = fmt::format("gdn_conv_recurrent(T={}, k_heads={}, v_heads={}, d={}, K={}, fused: norm)", T, d.n_k_heads, nv,
+                       D, K);
+  r.params = {{"T", T}, {"k_heads", d.n_k_heads}, {"v_heads", nv}, {"d", D}, {"K", K}, {"norm", true}};
+  if (!rep.wanted(r.line)) return Status::ok_status();
+  if (!gdn_fused_norm_supported(d)) {
+    r.status = "SKIP";
+    r.detail = "the fused norm needs thread-block clusters (compute capability 9.0+)";
+    rep.add(std::move(r));
+    return Status::ok_status();
+  }
+  const uint64_t seed = case_seed(opt.seed, r.line);
+
+  const std::vector<float> w = random_normal(seed, static_cast<size_t>(C * K), 0.5f);
+  const std::vector<float> hist0 = random_normal(seed + 1, static_cast<size_t>(C * (K - 1)));
+  const std::vector<float> mz = random_normal(seed + 2, static_cast<size_t>(mz_stride * T));
+  std::vector<float> ssm_a = random_normal(seed + 3, static_cast<size_t>(nv), 0.5f);
+  for (float& v : ssm_a) v = -std::exp(v);
+  const std::vector<float> dt_bias = random_normal(seed + 4, static_cast<size_t>(nv), 0.5f);
+  const std::vector<float> state0 = random_normal(seed + 5, static_cast<size_t>(nv * D * D), 0.5f);
+  const std::vector<float> norm_w = norm_weight(seed + 6, static_cast<size_t>(D));
+  const std::vector<float> ba = random_normal(seed + 7, static_cast<size_t>(ba_stride * T));
+
+  // [0] the separate launches, [1] the fused one.
+  DeviceBuffer dw, dmz, dA, ddt, dstate_in, dnorm, dba, hist[2], c[2], state[2], out[2], keep_b[2], keep_a[2], y[2],
+      q8[2];
+  STRATA_TRY(upload(dw, w));
+  STRATA_TRY(upload(dmz, mz));
+  STRATA_TRY(upload(dA, ssm_a));
+  STRATA_TRY(upload(ddt, dt_bias));
+  STRATA_TRY(upload(dstate_in, state0));
+  STRATA_TRY(upload(dnorm, norm_w));
+  STRATA_TRY(upload(dba, ba));
+  const size_t hist_n = static_cast<size_t>(C * (K - 1 + kMaxWindowRows));
+  for (int i = 0; i < 2; ++i) {
+    STRATA_TRY(alloc_poisoned(hist[i], hist_n));
+    STRATA_TRY(upload_into(hist[i], hist0));
+    STRATA_TRY(alloc_poisoned(c[i], static_cast<size_t>(C * kMaxWindowRows)));
+    STRATA_TRY(alloc_poisoned(state[i], state0.size()));
+    STRATA_TRY(alloc_poisoned(out[i], static_cast<size_t>(value_dim * T)));
+    STRATA_TRY(alloc_poisoned(keep_b[i], static_cast<size_t>(nv * T)));
+    STRATA_TRY(alloc_poisoned(keep_a[i], static_cast<size_t>(nv * T)));
+    STRATA_TRY(alloc_poisoned(y[i], static_cast<size_t>(value_dim * T)));
+    STRATA_TRY(alloc_filled(q8[i], static_cast<size_t>(q8_stride * T), 0xA5));
+  }
+  const float* z_dev = dmz.get<float>() + C;
+  const float* b_dev = dba.get<float>();
+  const float* a_dev = dba.get<float>() + nv;
+
+  // The separate launches.
+  const auto separate = [&](cudaStream_t s) -> Status {
+    STRATA_TRY(gdn_conv_recurrent(d, dmz.get<float>(), mz_stride, dw.get<float>(), hist[0].get<float>(),
+                                  c[0].get<float>(), b_dev, a_dev, ba_stride, dA.get<float>(), ddt.get<float>(),
+                                  dstate_in.get<float>(), state[0].get<float>(), T, out[0].get<float>(), s,
+                                  keep_b[0].get<float>(), keep_a[0].get<float>()));
+    return gdn_gated_norm(d, out[0].get<float>(), z_dev, mz_stride, dnorm.get<float>(), T, y[0].get<float>(), s,
+                          q8[0].get(), q8_stride);
+  };
+  // The fused launch.
+  GdnConvRecurrentArgs a;
+  a.m = dmz.get<float>();
+  a.m_stride = mz_stride;
+  a.conv_w = dw.get<float>();
+  a.hist = hist[1].get<float>();
+  a.c = c[1].get<float>();
+  a.b = b_dev;
+  a.a = a_dev;
+  a.ba_stride = ba_stride;
+  a.b_keep = keep_b[1].get<float>();
+  a.a_keep = keep_a[1].get<float>();
+  a.ssm_a = dA.get<float>();
+  a.dt_bias = ddt.get<float>();
+  a.state_in = dstate_in.get<float>();
+  a.state_out = state[1].get<float>();
+  a.out = out[1].get<float>();
+  a.norm.z = z_dev;
+  a.norm.z_stride = mz_stride;
+  a.norm.w = dnorm.get<float>();
+  a.norm.y = y[1].get<float>();
+  a.norm.y_q8 = q8[1].get();
+  a.norm.q8_stride = q8_stride;
+  a.T = T;
+  STRATA_TRY(separate(nullptr));
+  STRATA_TRY(gdn_conv_recurrent(d, a, nullptr));
+
+  std::vector<float> got[2][7];  // out, state, c, history, kept b, kept a, y
+  std::vector<uint8_t> got_q8[2];
+  for (int i = 0; i < 2; ++i) {
+    STRATA_TRY(download_synced(got[i][0], out[i], static_cast<size_t>(value_dim * T)));
+    STRATA_TRY(download_synced(got[i][1], state[i], state0.size()));
+    STRATA_TRY(download_synced(got[i][2], c[i], static_cast<size_t>(C * T)));
+    STRATA_TRY(download_synced(got[i][3], hist[i], static_cast<size_t>(C * (K - 1 + T))));
+    STRATA_TRY(download_synced(got[i][4], keep_b[i], static_cast<size_t>(nv * T)));
+    STRATA_TRY(download_synced(got[i][5], keep_a[i], static_cast<size_t>(nv * T)));
+    STRATA_TRY(download_synced(got[i][6], y[i], static_cast<size_t>(value_dim * T)));
+    STRATA_TRY(download_synced(got_q8[i], q8[i], static_cast<size_t>(q8_stride * T)));
+  }
+  std::string mismatch;
+  const char* names[7] = {"out", "state", "c", "history", "kept b", "kept a", "y"};
+  for (int j = 0; j < 7; ++j)
+    if (!same_bits(got[0][j], got[1][j])) mismatch += fmt::format(" {}", names[j]);
+  if (!same_bits(got_q8[0], got_q8[1])) mismatch += " y_q8";
+  std::vector<float> want_b(static_cast<size_t>(nv * T)), want_a(want_b.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < nv; ++h) {
+      want_b[t * nv + h] = ba[t * ba_stride + h];
+      want_a[t * nv + h] = ba[t * ba_stride + nv + h];
+    }
+  if (!same_bits(got[1][4], want_b) || !same_bits(got[1][5], want_a)) mismatch += " kept b/a (not the b/a rows)";
+
+  // Reference: the conv over [history; m rows], the recurrence, the norm.
+  std::vector<float> x(static_cast<size_t>(C * T)), want_c(x.size());
+  for (int t = 0; t < T; ++t) std::copy_n(mz.data() + t * mz_stride, C, x.data() + t * C);
+  std::vector<float> ref_hist = hist0;
+  reference::causal_conv_silu(w.data(), C, K, 1, ref_hist, x.data(), T, want_c.data());
+  std::vector<float> want_state = state0, want_out;
+  reference_recurrent(d, want_c, ba.data(), ba.data() + nv, ba_stride, ssm_a, dt_bias, T, want_state, want_out, pool);
+  std::vector<float> want_y(want_out.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < nv; ++h) {
+      const int64_t off = t * value_dim + h * D;
+      reference::rms_norm_gated({want_out.data() + off, static_cast<size_t>(D)},
+                                {mz.data() + C + t * mz_stride + h * D, static_cast<size_t>(D)}, norm_w, d.eps,
+                                {want_y.data() + off, static_cast<size_t>(D)});
+    }
+  const Diff dout = diff(got[1][0].data(), want_out.data(), want_out.size());
+  const Diff dstate = diff(got[1][1].data(), want_state.data(), want_state.size());
+  const Diff dy = diff(got[1][6].data(), want_y.data(), want_y.size());
+  const bool ok = mismatch.empty() && within(dout) && within(dstate) && within(dy);
+  r.status = ok ? "OK" : "FAIL";
+  r.detail = diff_text("out", dout) + "; " + diff_text("state", dstate) + "; " + diff_text("y", dy) +
+             (mismatch.empty() ? "; equal to the separate launches" : "; differs from the separate launches in" + mismatch);
+  r.metrics = {{"rel", dout.rel}, {"state_rel", dstate.rel}, {"y_rel", dy.rel}, {"exact", mismatch.empty()}};
+  if (ok && opt.bench) {
+    // Both repeatable: they read history rows 0..K-2 and state_in, and write other buffers.
+    auto fused_ms = median_launch_ms(64, opt.bench_reps, [&](int, cudaStream_t s) { return gdn_conv_recurrent(d, a, s); });
+    if (!fused_ms) return fused_ms.status();
+    auto separate_ms = median_launch_ms(64, opt.bench_reps, [&](int, cudaStream_t s) { return separate(s); });
+    if (!separate_ms) return separate_ms.status();
+    r.metrics["ms"] = *fused_ms;
+    r.metrics["separate_ms"] = *separate_ms;
+    r.detail += fmt::format(" ({:.2f} us; the separate launches {:.2f} us)", 1e3 * *fused_ms, 1e3 * *separate_ms);
+  }
+  rep.add(std::move(r));
+  return Status::ok_status();
+}
+
+// gdn_conv_recurrent refuses the GdnConvRecurrentArgs it cannot take: each call below must return
+// an error. Every pointer other than the one under test points at a buffer large enough for the
+// call, so that a missing check shows as a FAIL here rather than as a fault. The valid arguments
+// they start from (with the norm where the device has clusters) must be accepted.
+Status run_refusal_case(const ParityOptions& opt, Reporter& rep) {
+  const Geometry g{4, 8, 32, 4};
+  const GdnDims d = dims_of(g);
+  const int T = 2;
+  const int64_t nv = d.n_v_heads, D = d.head_dim, C = d.conv_dim(), value_dim = nv * D;
+  const int64_t mz_stride = C + value_dim, q8_stride = q8_stride_for(value_dim);
+  CaseResult r;
+  r.op = "gdn_conv_recurrent";
+  r.line = fmt::format("gdn_conv_recurrent(refusals, k_heads={}, v_heads={}, d={})", d.n_k_heads, nv, D);
+  r.params = {{"k_heads", d.n_k_heads}, {"v_heads", nv}, {"d", D}};
+  if (!rep.wanted(r.line)) return Status::ok_status();
+  const uint64_t seed = case_seed(opt.seed, r.line);
+
+  DeviceBuffer dw, dmz, dba, dA, ddt, dstate, dnorm, dhist, dc, dout, dkeep_b, dkeep_a, dy, dq8;
+  STRATA_TRY(upload(dw, random_normal(seed, static_cast<size_t>(C * d.conv_kernel), 0.5f)));
+  STRATA_TRY(upload(dmz, random_normal(seed + 1, static_cast<size_t>(mz_stride * T))));
+  STRATA_TRY(upload(dba, random_normal(seed + 2, static_cast<size_t>(2 * nv * T))));
+  STRATA_TRY(upload(dA, std::vector<float>(static_cast<size_t>(nv), -1.0f)));
+  STRATA_TRY(upload(ddt, std::vector<float>(static_cast<size_t>(nv), 0.0f)));
+  STRATA_TRY(upload(dstate, std::vector<float>(static_cast<size_t>(nv * D * D), 0.0f)));
+  STRATA_TRY(upload(dnorm, norm_weight(seed + 3, static_cast<size_t>(D))));
+  STRATA_TRY(alloc_filled(dhist, sizeof(float) * static_cast<size_t>(C * (d.conv_kernel - 1 + kMaxWindowRows)), 0));
+  STRATA_TRY(alloc_poisoned(dc, static_cast<size_t>(C * kMaxWindowRows)));
+  STRATA_TRY(alloc_poisoned(dout, static_cast<size_t>(value_dim * kMaxWindowRows)));
+  STRATA_TRY(alloc_poisoned(dkeep_b, static_cast<size_t>(nv * kMaxWindowRows)));
+  STRATA_TRY(alloc_poisoned(dkeep_a, static_cast<size_t>(nv * kMaxWindowRows)));
+  STRATA_TRY(alloc_poisoned(dy, static_cast<size_t>(value_dim * kMaxWindowRows)));
+  STRATA_TRY(alloc_filled(dq8, static_cast<size_t>(q8_stride * kMaxWindowRows), 0));
+
+  const bool norm_ok = gdn_fused_norm_supported(d);
+  GdnConvRecurrentArgs base;
+  base.m = dmz.get<float>();
+  base.m_stride = mz_stride;
+  base.conv_w = dw.get<float>();
+  base.hist = dhist.get<float>();
+  base.c = dc.get<float>();
+  base.b = dba.get<float>();
+  base.a = dba.get<float>() + nv;
+  base.ba_stride = 2 * nv;
+  base.b_keep = dkeep_b.get<float>();
+  base.a_keep = dkeep_a.get<float>();
+  base.ssm_a = dA.get<float>();
+  base.dt_bias = ddt.get<float>();
+  base.state_in = dstate.get<float>();
+  base.state_out = dstate.get<float>();
+  base.out = dout.get<float>();
+  if (norm_ok) {
+    base.norm.z = dmz.get<float>() + C;
+    base.norm.z_stride = mz_stride;
+    base.norm.w = dnorm.get<float>();
+    base.norm.y = dy.get<float>();
+    base.norm.y_q8 = dq8.get();
+    base.norm.q8_stride = q8_stride;
+  }
+  base.T = T;
+
+  // Each mutation of `base` that must be refused.
+  using Mutation = std::function<void(GdnConvRecurrentArgs&)>;
+  using Arg = GdnConvRecurrentArgs;
+  const float* z = dmz.get<float>() + C;
+  std::vector<std::pair<std::string, Mutation>> refusals = {
+      {"T = 0", [](Arg& a) { a.T = 0; }},
+      {"state_in null", [](Arg& a) { a.state_in = nullptr; }},
+      {"a_keep null with b_keep set", [](Arg& a) { a.a_keep = nullptr; }},
+      {"b null", [](Arg& a) { a.b = nullptr; }},
+      {"norm.y null with norm.z set",
+       [z](Arg& a) {
+         a.norm.y = nullptr;
+         a.norm.z = z;
+       }},
+  };
+  if (norm_ok) {
+    const std::vector<std::pair<std::string, Mutation>> norm_refusals = {
+        {"norm.z null", [](Arg& a) { a.norm.z = nullptr; }},
+        {"norm.w null", [](Arg& a) { a.norm.w = nullptr; }},
+        {"norm.z_stride < n_v_heads * head_dim", [value_dim](Arg& a) { a.norm.z_stride = value_dim - 1; }},
+        {"norm.y_q8 misaligned", [](Arg& a) { a.norm.y_q8 = static_cast<uint8_t*>(a.norm.y_q8) + 4; }},
+        {"norm.q8_stride too small", [](Arg& a) { a.norm.q8_stride = 16; }},
+        {"norm.y = out", [](Arg& a) { a.norm.y = a.out; }},
+    };
+    refusals.insert(refusals.end(), norm_refusals.begin(), norm_refusals.end());
+  } else {
+    DeviceBuffer* y_buf = &dy;
+    refusals.push_back({"norm without thread-block clusters", [z, y_buf, mz_stride](Arg& a) {
+                          a.norm.z = z;
+                          a.norm.z_stride = mz_stride;
+                          a.norm.y = y_buf->get<float>();
+                        }});
+  }
+
+  std::string accepted, first_message;
+  for (const auto& [name, mutate] : refusals) {
+    Arg a = base;
+    mutate(a);
+    const Status st = gdn_conv_recurrent(d, a, nullptr);
+    if (st.ok()) accepted += " [" + name + "]";
+    else if (first_message.empty()) first_message = st.message();
+  }
+  const Status base_st = gdn_conv_recurrent(d, base, nullptr);
+  PARITY_CUDA(cudaDeviceSynchronize());  // a launch a check let through shows here, not in the next case
+
+  const bool ok = base_st.ok() && accepted.empty();
+  r.status = ok ? "OK" : "FAIL";
+  r.detail = fmt::format("{} refusals{}", refusals.size(), norm_ok ? "" : " (no clusters: the norm's checks not reached)");
+  if (!base_st.ok()) r.detail += "; the valid arguments were refused: " + base_st.message();
+  if (!accepted.empty()) r.detail += "; accepted:" + accepted;
+  if (ok) r.detail += "; e.g. \"" + first_message + "\"";
+  r.metrics = {{"refusals", static_cast<int64_t>(refusals.size())}, {"all_refused", accepted.empty()}};
+  rep.add(std::move(r));
+  return Status::ok_status();
+}
+
 }  // namespace
 
 Status run_gdn_cases(const ParityOptions& opt, Reporter& rep) {
@@ -543,7 +834,12 @@ Status run_gdn_cases(const ParityOptions& opt, Reporter& rep) {
       STRATA_TRY(run_gated_norm_case(opt, rep, g, T, /*q8=*/true));
       STRATA_TRY(run_conv_recurrent_case(opt, rep, pool, g, T));
     }
-  return Status::ok_status();
+
+  // The gated norm in the recurrent launch (GdnConvRecurrentArgs) at every head dim, then the
+  // refusals.
+  for (const Geometry& g : {released, mid, small})
+    for (int T : {1, 2, 3, 8}) STRATA_TRY(run_fused_step_case(opt, rep, pool, g, T));
+  return run_refusal_case(opt, rep);
 }
 
 }  // namespace strata::cuda

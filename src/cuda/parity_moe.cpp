@@ -5,7 +5,9 @@
 // swiglu (and its q8_1 bytes) and shared_gate_add; the decode path's fused forms: route_and_group
 // (router + grouping in one kernel) against reference::route and group_expert_entries,
 // expert_combine_shared against the host sum and bit for bit against expert_combine +
-// shared_gate_add, and native_expert_grouped_pregrouped bit for bit against native_expert_grouped.
+// shared_gate_add, native_expert_grouped_pregrouped bit for bit against native_expert_grouped, and
+// expert_gate_up_grouped + expert_down_combine (the routed sum in the down launch) bit for bit
+// against expert_mlp_grouped + expert_combine_shared.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -986,6 +988,156 @@ Status run_pregrouped_cases(const ParityOptions& opt, Reporter& rep) {
   return Status::ok_status();
 }
 
+// expert_gate_up_grouped + expert_down_combine (the decoder's path: where grouped_direct_kernel
+// serves the down call, the routed sum runs in its launch's tail) against expert_mlp_grouped +
+// expert_combine_shared on the same grouping: y, the wide residual (S = 4, out of place) and
+// every entry's down output bit for bit; run twice on the same tile counts (their reset), which
+// must read 0 after each run. Without a shared expert (s null) too; the small Q4_K case and T > 4
+// take the separate combine launch (no direct kernel), so both forms are covered.
+Status run_down_combine_cases(const ParityOptions& opt, Reporter& rep) {
+  struct Case {
+    Geometry g;
+    Type gate, down;
+    bool shared;
+  };
+  const Case cases[] = {{{512, 640, 2560, 24, false, false}, Type::IQ3_XXS, Type::Q2_0, true},
+                        {{512, 640, 2560, 24, false, false}, Type::IQ3_XXS, Type::IQ4_NL, true},
+                        {{512, 640, 2560, 24, false, false}, Type::IQ3_XXS, Type::IQ4_NL, false},
+                        {{16, 64, 256, 16, true, true}, Type::Q4_K, Type::Q8_0, true}};
+  for (const Case& c : cases) {
+    const Geometry& g = c.g;
+    const int k = std::min(10, g.n_expert);
+    std::vector<std::string> lines;
+    for (int T = 1; T <= kMaxWindowRows; ++T)
+      lines.push_back(fmt::format("moe/expert_down_combine(gate_up={}, down={}, n_expert={}, n_ff={}, n_embd={}, T={}{})",
+                                  type_name(c.gate), type_name(c.down), g.n_expert, g.n_ff, g.n_embd, T,
+                                  c.shared ? ", shared" : ""));
+    bool any = false;
+    for (const auto& l : lines) any = any || rep.wanted(l);
+    if (!any) continue;
+    std::vector<int> pool;
+    std::mt19937_64 prng(case_seed(opt.seed, fmt::format("down_combine pool {}", g.n_expert)));
+    while (static_cast<int>(pool.size()) < std::min(g.pool, g.n_expert)) {
+      const int e = static_cast<int>(prng() % g.n_expert);
+      if (std::find(pool.begin(), pool.end(), e) == pool.end()) pool.push_back(e);
+    }
+    Experts gu, dn;
+    STRATA_TRY(make_experts(c.gate, g, 2 * g.n_ff, g.n_embd, !g.fused, pool,
+                            case_seed(opt.seed, fmt::format("down_combine gate_up {}", type_name(c.gate))), gu));
+    STRATA_TRY(make_experts(c.down, g, g.n_embd, g.n_ff, false, pool,
+                            case_seed(opt.seed, fmt::format("down_combine down {}", type_name(c.down))), dn));
+    const ExpertWeights w = expert_weights(g, gu, dn);
+    const int S = 4;
+    const int cap = static_cast<int>(g.n_embd);
+    DeviceBuffer dtiles;
+    STRATA_TRY(alloc_filled(dtiles, static_cast<size_t>(cap) * sizeof(uint32_t), 0));
+    for (int T = 1; T <= kMaxWindowRows; ++T) {
+      CaseResult r = make_case("expert_down_combine", lines[static_cast<size_t>(T - 1)],
+                               {{"gate_up", type_name(c.gate)}, {"down", type_name(c.down)}, {"n_expert", g.n_expert},
+                                {"T", T}, {"k", k}, {"shared", c.shared}});
+      if (!rep.wanted(r.line)) continue;
+      const int64_t H = g.n_embd;
+      const uint64_t seed = case_seed(opt.seed, r.line);
+      std::vector<float> logits = random_normal(seed, static_cast<size_t>(T * g.n_expert));
+      for (int t = 0; t < T; ++t)
+        for (int e : pool) logits[static_cast<size_t>(t * g.n_expert + e)] += 8.0f;
+      const std::vector<float> u = random_normal(seed + 1, static_cast<size_t>(T * H));
+      const std::vector<float> sh = random_normal(seed + 2, static_cast<size_t>(T * H));
+      const std::vector<float> gl = random_normal(seed + 3, static_cast<size_t>(T), 2.0f);
+      const std::vector<float> x = random_normal(seed + 4, static_cast<size_t>(T * S * H));
+      const std::vector<float> alpha = random_normal(seed + 5, static_cast<size_t>(T * S));
+      DeviceBuffer dl, du, duq, di, dw, dsa, dsb, dya, dyb, ds, dg, dx, dalpha, dxa, dxb;
+      ExpertScratch sa, sb;
+      ExpertScratchLayout lay;
+      STRATA_TRY(upload(dl, logits));
+      STRATA_TRY(upload(du, u));
+      STRATA_TRY(upload(ds, sh));
+      STRATA_TRY(upload(dg, gl));
+      STRATA_TRY(upload(dx, x));
+      STRATA_TRY(upload(dalpha, alpha));
+      const int64_t q8s = q8_stride_for(H);
+      STRATA_TRY(duq.alloc(static_cast<size_t>(q8s * T)));
+      STRATA_TRY(quantize_q8_1(du.get<float>(), H, H, T, duq.get(), q8s));
+      STRATA_TRY(alloc_filled(di, static_cast<size_t>(T * k) * sizeof(int32_t), 0xFF));
+      STRATA_TRY(alloc_poisoned(dw, static_cast<size_t>(T * k)));
+      STRATA_TRY(alloc_scratch(w, k, dsa, sa, lay));
+      STRATA_TRY(alloc_scratch(w, k, dsb, sb, lay));
+      STRATA_TRY(alloc_poisoned(dya, static_cast<size_t>(T * H)));
+      STRATA_TRY(alloc_poisoned(dxa, x.size()));
+      Act act;
+      act.f32 = du.get<float>();
+      act.f32_stride = H;
+      act.q8 = duq.get();
+      act.q8_stride = q8s;
+      act.cols = H;
+      act.T = T;
+      const float* s_ptr = c.shared ? ds.get<float>() : nullptr;
+      const float* g_ptr = c.shared ? dg.get<float>() : nullptr;
+      WideCombine wa;
+      wa.x = dx.get<float>();
+      wa.alpha = dalpha.get<float>();
+      wa.S = S;
+      wa.out = dxa.get<float>();
+      auto ran = run_call(r, rep, [&] {
+        STRATA_TRY(route_and_group(dl.get<float>(), g.n_expert, T, k, w, sa, di.get<int32_t>(), dw.get<float>(), nullptr));
+        STRATA_TRY(route_and_group(dl.get<float>(), g.n_expert, T, k, w, sb, di.get<int32_t>(), dw.get<float>(), nullptr));
+        STRATA_TRY(expert_mlp_grouped(w, act, k, sa, nullptr));
+        if (c.shared) return expert_combine_shared(w, T, k, sa, s_ptr, g_ptr, 1, dya.get<float>(), nullptr, &wa);
+        STRATA_TRY(expert_combine(w, T, k, sa, dya.get<float>(), nullptr));
+        // expert_combine has no wide form: the residual as reference::hc_combine of that y.
+        return Status::ok_status();
+      });
+      if (!ran) return ran.status();
+      if (!*ran) continue;
+      std::vector<float> ya, xa, oa;
+      STRATA_TRY(download(ya, dya.get(), static_cast<size_t>(T * H)));
+      if (c.shared) {
+        STRATA_TRY(download(xa, dxa.get(), x.size()));
+      } else {
+        xa = x;
+        reference::hc_combine(xa, ya, alpha, S, static_cast<int>(H), T);
+      }
+      STRATA_TRY(download(oa, dsa.get<uint8_t>() + lay.out, static_cast<size_t>(T * k * H)));
+      int64_t y_bits = 0, x_bits = 0, out_bits = 0, counts_left = 0;
+      bool finite = true;
+      for (float v : ya) finite = finite && std::isfinite(v);
+      bool reported = false;  // run_call added a FAIL line (and took r)
+      for (int rep_i = 0; rep_i < 2 && !reported; ++rep_i) {
+        STRATA_TRY(alloc_poisoned(dyb, static_cast<size_t>(T * H)));
+        STRATA_TRY(alloc_poisoned(dxb, x.size()));
+        WideCombine wb = wa;
+        wb.out = dxb.get<float>();
+        auto ran_b = run_call(r, rep, [&] {
+          STRATA_TRY(expert_gate_up_grouped(w, act, k, sb, nullptr));
+          return expert_down_combine(w, T, k, sb, s_ptr, g_ptr, 1, dyb.get<float>(), &wb, dtiles.get<uint32_t>(), cap,
+                                     nullptr);
+        });
+        if (!ran_b) return ran_b.status();
+        reported = !*ran_b;
+        if (reported) break;
+        std::vector<float> yb, xb, ob;
+        std::vector<uint32_t> tiles;
+        STRATA_TRY(download(yb, dyb.get(), static_cast<size_t>(T * H)));
+        STRATA_TRY(download(xb, dxb.get(), x.size()));
+        STRATA_TRY(download(ob, dsb.get<uint8_t>() + lay.out, static_cast<size_t>(T * k * H)));
+        STRATA_TRY(download(tiles, dtiles.get(), static_cast<size_t>(cap)));
+        y_bits += bits_mismatch(ya, yb);
+        x_bits += bits_mismatch(xa, xb);
+        out_bits += bits_mismatch(oa, ob);
+        for (uint32_t v : tiles) counts_left += v != 0;
+      }
+      if (reported) continue;
+      const bool ok = finite && y_bits == 0 && x_bits == 0 && out_bits == 0 && counts_left == 0;
+      r.status = ok ? "OK" : "FAIL";
+      r.detail = fmt::format("y_bits_mismatch={} wide_bits_mismatch={} out_bits_mismatch={} tile_counts_left={}{}", y_bits,
+                             x_bits, out_bits, counts_left, finite ? "" : " non-finite");
+      r.metrics = {{"y_bits", y_bits}, {"wide_bits", x_bits}, {"out_bits", out_bits}, {"tile_counts_left", counts_left}};
+      rep.add(std::move(r));
+    }
+  }
+  return Status::ok_status();
+}
+
 }  // namespace
 
 Status run_moe_cases(const ParityOptions& opt, Reporter& rep) {
@@ -996,6 +1148,7 @@ Status run_moe_cases(const ParityOptions& opt, Reporter& rep) {
   STRATA_TRY(run_route_group_cases(opt, rep));
   STRATA_TRY(run_combine_shared_cases(opt, rep));
   STRATA_TRY(run_pregrouped_cases(opt, rep));
+  STRATA_TRY(run_down_combine_cases(opt, rep));
   return Status::ok_status();
 }
 
