@@ -335,6 +335,38 @@ Status run_recurrent_case(const ParityOptions& opt, Reporter& rep, reference::Th
 
 // ---- gdn_conv_recurrent -----------------------------------------------------------------------------
 
+// The buffers both gdn_conv_recurrent cases set up alike: the uploaded inputs and two poisoned copies
+// of what a launch writes, [0] for the separate launches and [1] for the fused one.
+struct ConvRecurrentBuffers {
+  DeviceBuffer dw, dm, dba, dA, ddt, dstate_in;  // dm: the m rows (the m|z rows in the fused-norm case)
+  DeviceBuffer hist[2], c[2], state[2], out[2];
+
+  Status upload_inputs(const std::vector<float>& w, const std::vector<float>& m, const std::vector<float>& ba,
+                       const std::vector<float>& ssm_a, const std::vector<float>& dt_bias,
+                       const std::vector<float>& state0) {
+    STRATA_TRY(upload(dw, w));
+    STRATA_TRY(upload(dm, m));
+    STRATA_TRY(upload(dba, ba));
+    STRATA_TRY(upload(dA, ssm_a));
+    STRATA_TRY(upload(ddt, dt_bias));
+    STRATA_TRY(upload(dstate_in, state0));
+    return Status::ok_status();
+  }
+
+  // Copy i: the history (room for kMaxWindowRows rows after hist0), c, state and out (T rows).
+  Status alloc_copy(int i, const GdnDims& d, int T, const std::vector<float>& hist0, size_t state_n) {
+    const int K = d.conv_kernel;
+    const int64_t nv = d.n_v_heads, D = d.head_dim, C = d.conv_dim(), value_dim = nv * D;
+    const size_t hist_n = static_cast<size_t>(C * (K - 1 + kMaxWindowRows));
+    STRATA_TRY(alloc_poisoned(hist[i], hist_n));
+    STRATA_TRY(upload_into(hist[i], hist0));
+    STRATA_TRY(alloc_poisoned(c[i], static_cast<size_t>(C * kMaxWindowRows)));
+    STRATA_TRY(alloc_poisoned(state[i], state_n));
+    STRATA_TRY(alloc_poisoned(out[i], static_cast<size_t>(value_dim * T)));
+    return Status::ok_status();
+  }
+};
+
 // The decoder's fused step: m as the slice of the m|z output (stride conv_dim + inner), b/a as the
 // halves of the beta|alpha output, b_keep/a_keep set, a mid-sequence history. Against the separate
 // gdn_conv + gdn_recurrent launches on the same inputs: out, state, c, the history and the kept b/a
@@ -364,38 +396,31 @@ Status run_conv_recurrent_case(const ParityOptions& opt, Reporter& rep, referenc
   const std::vector<float> state0 = random_normal(seed + 6, static_cast<size_t>(nv * D * D), 0.5f);
 
   // Two copies of everything a launch writes: [0] the separate kernels, [1] the fused one.
-  DeviceBuffer dw, dm, dba, dA, ddt, dstate_in, hist[2], c[2], state[2], out[2], keep_b, keep_a;
-  STRATA_TRY(upload(dw, w));
-  STRATA_TRY(upload(dm, m));
-  STRATA_TRY(upload(dba, ba));
-  STRATA_TRY(upload(dA, ssm_a));
-  STRATA_TRY(upload(ddt, dt_bias));
-  STRATA_TRY(upload(dstate_in, state0));
-  const size_t hist_n = static_cast<size_t>(C * (K - 1 + kMaxWindowRows));
+  ConvRecurrentBuffers bufs;
+  DeviceBuffer keep_b, keep_a;
+  STRATA_TRY(bufs.upload_inputs(w, m, ba, ssm_a, dt_bias, state0));
   for (int i = 0; i < 2; ++i) {
-    STRATA_TRY(alloc_poisoned(hist[i], hist_n));
-    STRATA_TRY(upload_into(hist[i], hist0));
-    STRATA_TRY(alloc_poisoned(c[i], static_cast<size_t>(C * kMaxWindowRows)));
-    STRATA_TRY(alloc_poisoned(state[i], state0.size()));
-    STRATA_TRY(alloc_poisoned(out[i], static_cast<size_t>(value_dim * T)));
+    STRATA_TRY(bufs.alloc_copy(i, d, T, hist0, state0.size()));
   }
   STRATA_TRY(alloc_poisoned(keep_b, static_cast<size_t>(nv * T)));
   STRATA_TRY(alloc_poisoned(keep_a, static_cast<size_t>(nv * T)));
-  const float* b_dev = dba.get<float>();
-  const float* a_dev = dba.get<float>() + nv;
-  STRATA_TRY(gdn_conv(d, dm.get<float>(), m_stride, dw.get<float>(), hist[0].get<float>(), T, c[0].get<float>(), nullptr));
-  STRATA_TRY(gdn_recurrent(d, c[0].get<float>(), b_dev, a_dev, ba_stride, dA.get<float>(), ddt.get<float>(),
-                           dstate_in.get<float>(), state[0].get<float>(), T, out[0].get<float>(), nullptr));
-  STRATA_TRY(gdn_conv_recurrent(d, dm.get<float>(), m_stride, dw.get<float>(), hist[1].get<float>(), c[1].get<float>(),
-                                b_dev, a_dev, ba_stride, dA.get<float>(), ddt.get<float>(), dstate_in.get<float>(),
-                                state[1].get<float>(), T, out[1].get<float>(), nullptr, keep_b.get<float>(),
-                                keep_a.get<float>()));
+  const float* b_dev = bufs.dba.get<float>();
+  const float* a_dev = bufs.dba.get<float>() + nv;
+  STRATA_TRY(gdn_conv(d, bufs.dm.get<float>(), m_stride, bufs.dw.get<float>(), bufs.hist[0].get<float>(), T,
+                      bufs.c[0].get<float>(), nullptr));
+  STRATA_TRY(gdn_recurrent(d, bufs.c[0].get<float>(), b_dev, a_dev, ba_stride, bufs.dA.get<float>(),
+                           bufs.ddt.get<float>(), bufs.dstate_in.get<float>(), bufs.state[0].get<float>(), T,
+                           bufs.out[0].get<float>(), nullptr));
+  STRATA_TRY(gdn_conv_recurrent(d, bufs.dm.get<float>(), m_stride, bufs.dw.get<float>(), bufs.hist[1].get<float>(),
+                                bufs.c[1].get<float>(), b_dev, a_dev, ba_stride, bufs.dA.get<float>(),
+                                bufs.ddt.get<float>(), bufs.dstate_in.get<float>(), bufs.state[1].get<float>(), T,
+                                bufs.out[1].get<float>(), nullptr, keep_b.get<float>(), keep_a.get<float>()));
   std::vector<float> got[2][4];  // out, state, c, hist
   for (int i = 0; i < 2; ++i) {
-    STRATA_TRY(download_synced(got[i][0], out[i], static_cast<size_t>(value_dim * T)));
-    STRATA_TRY(download_synced(got[i][1], state[i], state0.size()));
-    STRATA_TRY(download_synced(got[i][2], c[i], static_cast<size_t>(C * T)));
-    STRATA_TRY(download_synced(got[i][3], hist[i], static_cast<size_t>(C * (K - 1 + T))));
+    STRATA_TRY(download_synced(got[i][0], bufs.out[i], static_cast<size_t>(value_dim * T)));
+    STRATA_TRY(download_synced(got[i][1], bufs.state[i], state0.size()));
+    STRATA_TRY(download_synced(got[i][2], bufs.c[i], static_cast<size_t>(C * T)));
+    STRATA_TRY(download_synced(got[i][3], bufs.hist[i], static_cast<size_t>(C * (K - 1 + T))));
   }
   std::vector<float> got_b, got_a;
   STRATA_TRY(download_synced(got_b, keep_b, static_cast<size_t>(nv * T)));
@@ -430,9 +455,10 @@ Status run_conv_recurrent_case(const ParityOptions& opt, Reporter& rep, referenc
   if (ok && opt.bench) {
     // Repeatable: it reads history rows 0..K-2 and state_in, and writes other buffers.
     auto ms = median_launch_ms(64, opt.bench_reps, [&](int, cudaStream_t s) {
-      return gdn_conv_recurrent(d, dm.get<float>(), m_stride, dw.get<float>(), hist[1].get<float>(), c[1].get<float>(),
-                                b_dev, a_dev, ba_stride, dA.get<float>(), ddt.get<float>(), dstate_in.get<float>(),
-                                state[1].get<float>(), T, out[1].get<float>(), s, keep_b.get<float>(), keep_a.get<float>());
+      return gdn_conv_recurrent(d, bufs.dm.get<float>(), m_stride, bufs.dw.get<float>(), bufs.hist[1].get<float>(),
+                                bufs.c[1].get<float>(), b_dev, a_dev, ba_stride, bufs.dA.get<float>(),
+                                bufs.ddt.get<float>(), bufs.dstate_in.get<float>(), bufs.state[1].get<float>(), T,
+                                bufs.out[1].get<float>(), s, keep_b.get<float>(), keep_a.get<float>());
     });
     if (!ms) return ms.status();
     r.metrics["ms"] = *ms;
@@ -566,57 +592,47 @@ Status run_fused_step_case(const ParityOptions& opt, Reporter& rep, reference::T
   const std::vector<float> ba = random_normal(seed + 7, static_cast<size_t>(ba_stride * T));
 
   // [0] the separate launches, [1] the fused one.
-  DeviceBuffer dw, dmz, dA, ddt, dstate_in, dnorm, dba, hist[2], c[2], state[2], out[2], keep_b[2], keep_a[2], y[2],
-      q8[2];
-  STRATA_TRY(upload(dw, w));
-  STRATA_TRY(upload(dmz, mz));
-  STRATA_TRY(upload(dA, ssm_a));
-  STRATA_TRY(upload(ddt, dt_bias));
-  STRATA_TRY(upload(dstate_in, state0));
+  ConvRecurrentBuffers bufs;  // bufs.dm holds the m|z rows
+  DeviceBuffer dnorm, keep_b[2], keep_a[2], y[2], q8[2];
+  STRATA_TRY(bufs.upload_inputs(w, mz, ba, ssm_a, dt_bias, state0));
   STRATA_TRY(upload(dnorm, norm_w));
-  STRATA_TRY(upload(dba, ba));
-  const size_t hist_n = static_cast<size_t>(C * (K - 1 + kMaxWindowRows));
   for (int i = 0; i < 2; ++i) {
-    STRATA_TRY(alloc_poisoned(hist[i], hist_n));
-    STRATA_TRY(upload_into(hist[i], hist0));
-    STRATA_TRY(alloc_poisoned(c[i], static_cast<size_t>(C * kMaxWindowRows)));
-    STRATA_TRY(alloc_poisoned(state[i], state0.size()));
-    STRATA_TRY(alloc_poisoned(out[i], static_cast<size_t>(value_dim * T)));
+    STRATA_TRY(bufs.alloc_copy(i, d, T, hist0, state0.size()));
     STRATA_TRY(alloc_poisoned(keep_b[i], static_cast<size_t>(nv * T)));
     STRATA_TRY(alloc_poisoned(keep_a[i], static_cast<size_t>(nv * T)));
     STRATA_TRY(alloc_poisoned(y[i], static_cast<size_t>(value_dim * T)));
     STRATA_TRY(alloc_filled(q8[i], static_cast<size_t>(q8_stride * T), 0xA5));
   }
-  const float* z_dev = dmz.get<float>() + C;
-  const float* b_dev = dba.get<float>();
-  const float* a_dev = dba.get<float>() + nv;
+  const float* z_dev = bufs.dm.get<float>() + C;
+  const float* b_dev = bufs.dba.get<float>();
+  const float* a_dev = bufs.dba.get<float>() + nv;
 
   // The separate launches.
   const auto separate = [&](cudaStream_t s) -> Status {
-    STRATA_TRY(gdn_conv_recurrent(d, dmz.get<float>(), mz_stride, dw.get<float>(), hist[0].get<float>(),
-                                  c[0].get<float>(), b_dev, a_dev, ba_stride, dA.get<float>(), ddt.get<float>(),
-                                  dstate_in.get<float>(), state[0].get<float>(), T, out[0].get<float>(), s,
-                                  keep_b[0].get<float>(), keep_a[0].get<float>()));
-    return gdn_gated_norm(d, out[0].get<float>(), z_dev, mz_stride, dnorm.get<float>(), T, y[0].get<float>(), s,
+    STRATA_TRY(gdn_conv_recurrent(d, bufs.dm.get<float>(), mz_stride, bufs.dw.get<float>(), bufs.hist[0].get<float>(),
+                                  bufs.c[0].get<float>(), b_dev, a_dev, ba_stride, bufs.dA.get<float>(),
+                                  bufs.ddt.get<float>(), bufs.dstate_in.get<float>(), bufs.state[0].get<float>(), T,
+                                  bufs.out[0].get<float>(), s, keep_b[0].get<float>(), keep_a[0].get<float>()));
+    return gdn_gated_norm(d, bufs.out[0].get<float>(), z_dev, mz_stride, dnorm.get<float>(), T, y[0].get<float>(), s,
                           q8[0].get(), q8_stride);
   };
   // The fused launch.
   GdnConvRecurrentArgs a;
-  a.m = dmz.get<float>();
+  a.m = bufs.dm.get<float>();
   a.m_stride = mz_stride;
-  a.conv_w = dw.get<float>();
-  a.hist = hist[1].get<float>();
-  a.c = c[1].get<float>();
+  a.conv_w = bufs.dw.get<float>();
+  a.hist = bufs.hist[1].get<float>();
+  a.c = bufs.c[1].get<float>();
   a.b = b_dev;
   a.a = a_dev;
   a.ba_stride = ba_stride;
   a.b_keep = keep_b[1].get<float>();
   a.a_keep = keep_a[1].get<float>();
-  a.ssm_a = dA.get<float>();
-  a.dt_bias = ddt.get<float>();
-  a.state_in = dstate_in.get<float>();
-  a.state_out = state[1].get<float>();
-  a.out = out[1].get<float>();
+  a.ssm_a = bufs.dA.get<float>();
+  a.dt_bias = bufs.ddt.get<float>();
+  a.state_in = bufs.dstate_in.get<float>();
+  a.state_out = bufs.state[1].get<float>();
+  a.out = bufs.out[1].get<float>();
   a.norm.z = z_dev;
   a.norm.z_stride = mz_stride;
   a.norm.w = dnorm.get<float>();
@@ -630,10 +646,10 @@ Status run_fused_step_case(const ParityOptions& opt, Reporter& rep, reference::T
   std::vector<float> got[2][7];  // out, state, c, history, kept b, kept a, y
   std::vector<uint8_t> got_q8[2];
   for (int i = 0; i < 2; ++i) {
-    STRATA_TRY(download_synced(got[i][0], out[i], static_cast<size_t>(value_dim * T)));
-    STRATA_TRY(download_synced(got[i][1], state[i], state0.size()));
-    STRATA_TRY(download_synced(got[i][2], c[i], static_cast<size_t>(C * T)));
-    STRATA_TRY(download_synced(got[i][3], hist[i], static_cast<size_t>(C * (K - 1 + T))));
+    STRATA_TRY(download_synced(got[i][0], bufs.out[i], static_cast<size_t>(value_dim * T)));
+    STRATA_TRY(download_synced(got[i][1], bufs.state[i], state0.size()));
+    STRATA_TRY(download_synced(got[i][2], bufs.c[i], static_cast<size_t>(C * T)));
+    STRATA_TRY(download_synced(got[i][3], bufs.hist[i], static_cast<size_t>(C * (K - 1 + T))));
     STRATA_TRY(download_synced(got[i][4], keep_b[i], static_cast<size_t>(nv * T)));
     STRATA_TRY(download_synced(got[i][5], keep_a[i], static_cast<size_t>(nv * T)));
     STRATA_TRY(download_synced(got[i][6], y[i], static_cast<size_t>(value_dim * T)));

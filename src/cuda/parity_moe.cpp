@@ -899,6 +899,57 @@ Status run_combine_shared_cases(const ParityOptions& opt, Reporter& rep) {
   return Status::ok_status();
 }
 
+// The experts of a grouped case: min(g.pool, n_expert) distinct random experts, the only ones
+// holding weights, and their gate/up and down matrices; `tag` names the case family in the seeds.
+struct PooledExperts {
+  std::vector<int> pool;
+  Experts gu, dn;
+};
+
+Status make_pooled_experts(const ParityOptions& opt, const char* tag, const Geometry& g, Type gate, Type down,
+                           PooledExperts& px) {
+  std::mt19937_64 prng(case_seed(opt.seed, fmt::format("{} pool {}", tag, g.n_expert)));
+  while (static_cast<int>(px.pool.size()) < std::min(g.pool, g.n_expert)) {
+    const int e = static_cast<int>(prng() % g.n_expert);
+    if (std::find(px.pool.begin(), px.pool.end(), e) == px.pool.end()) px.pool.push_back(e);
+  }
+  STRATA_TRY(make_experts(gate, g, 2 * g.n_ff, g.n_embd, !g.fused, px.pool,
+                          case_seed(opt.seed, fmt::format("{} gate_up {}", tag, type_name(gate))), px.gu));
+  return make_experts(down, g, g.n_embd, g.n_ff, false, px.pool,
+                      case_seed(opt.seed, fmt::format("{} down {}", tag, type_name(down))), px.dn);
+}
+
+// A window of a grouped case on the device: T rows of router logits (the pool's experts lifted
+// by 8, so the routes land on experts with weights), u (seed + 1) with its q8_1 form, and the
+// ids / weights buffers route_and_group writes (poisoned).
+struct GroupedWindow {
+  DeviceBuffer logits, u, u_q8, ids, weights;
+  Act act;
+};
+
+Status make_grouped_window(uint64_t seed, const Geometry& g, const std::vector<int>& pool, int T, int k,
+                           GroupedWindow& gw) {
+  const int64_t H = g.n_embd;
+  std::vector<float> logits = random_normal(seed, static_cast<size_t>(T * g.n_expert));
+  for (int t = 0; t < T; ++t)
+    for (int e : pool) logits[static_cast<size_t>(t * g.n_expert + e)] += 8.0f;
+  const std::vector<float> u = random_normal(seed + 1, static_cast<size_t>(T * H));
+  STRATA_TRY(upload(gw.logits, logits));
+  STRATA_TRY(upload(gw.u, u));
+  const int64_t q8s = q8_stride_for(H);
+  STRATA_TRY(gw.u_q8.alloc(static_cast<size_t>(q8s * T)));
+  STRATA_TRY(quantize_q8_1(gw.u.get<float>(), H, H, T, gw.u_q8.get(), q8s));
+  STRATA_TRY(alloc_filled(gw.ids, static_cast<size_t>(T * k) * sizeof(int32_t), 0xFF));
+  STRATA_TRY(alloc_poisoned(gw.weights, static_cast<size_t>(T * k)));
+  gw.act.f32 = gw.u.get<float>();
+  gw.act.f32_stride = H;
+  gw.act.q8 = gw.u_q8.get();
+  gw.act.q8_stride = q8s;
+  gw.act.cols = H;
+  gw.act.T = T;
+  return Status::ok_status();
+}
+
 // native_expert_grouped_pregrouped on route_and_group's grouping against native_expert_grouped on
 // the same ids/weights (its own grouping launch): y and every entry's down output bit for bit.
 // Routes come from random logits lifted for the pool's experts (the ones holding weights).
@@ -920,53 +971,29 @@ Status run_pregrouped_cases(const ParityOptions& opt, Reporter& rep) {
     bool any = false;
     for (const auto& l : lines) any = any || rep.wanted(l);
     if (!any) continue;
-    std::vector<int> pool;
-    std::mt19937_64 prng(case_seed(opt.seed, fmt::format("pregrouped pool {}", g.n_expert)));
-    while (static_cast<int>(pool.size()) < std::min(g.pool, g.n_expert)) {
-      const int e = static_cast<int>(prng() % g.n_expert);
-      if (std::find(pool.begin(), pool.end(), e) == pool.end()) pool.push_back(e);
-    }
-    Experts gu, dn;
-    STRATA_TRY(make_experts(c.gate, g, 2 * g.n_ff, g.n_embd, !g.fused, pool,
-                            case_seed(opt.seed, fmt::format("pregrouped gate_up {}", type_name(c.gate))), gu));
-    STRATA_TRY(make_experts(c.down, g, g.n_embd, g.n_ff, false, pool,
-                            case_seed(opt.seed, fmt::format("pregrouped down {}", type_name(c.down))), dn));
-    const ExpertWeights w = expert_weights(g, gu, dn);
+    PooledExperts px;
+    STRATA_TRY(make_pooled_experts(opt, "pregrouped", g, c.gate, c.down, px));
+    const ExpertWeights w = expert_weights(g, px.gu, px.dn);
     for (int T = 1; T <= kMaxWindowRows; ++T) {
       CaseResult r = make_case("native_expert_grouped_pregrouped", lines[static_cast<size_t>(T - 1)],
                                {{"gate_up", type_name(c.gate)}, {"down", type_name(c.down)}, {"n_expert", g.n_expert}, {"T", T}, {"k", k}});
       if (!rep.wanted(r.line)) continue;
       const int64_t H = g.n_embd;
-      const uint64_t seed = case_seed(opt.seed, r.line);
-      std::vector<float> logits = random_normal(seed, static_cast<size_t>(T * g.n_expert));
-      for (int t = 0; t < T; ++t)
-        for (int e : pool) logits[static_cast<size_t>(t * g.n_expert + e)] += 8.0f;
-      const std::vector<float> u = random_normal(seed + 1, static_cast<size_t>(T * H));
-      DeviceBuffer dl, du, duq, di, dw, dsa, dsb, dya, dyb;
+      GroupedWindow gw;
+      STRATA_TRY(make_grouped_window(case_seed(opt.seed, r.line), g, px.pool, T, k, gw));
+      DeviceBuffer dsa, dsb, dya, dyb;
       ExpertScratch sa, sb;
       ExpertScratchLayout lay;
-      STRATA_TRY(upload(dl, logits));
-      STRATA_TRY(upload(du, u));
-      const int64_t q8s = q8_stride_for(H);
-      STRATA_TRY(duq.alloc(static_cast<size_t>(q8s * T)));
-      STRATA_TRY(quantize_q8_1(du.get<float>(), H, H, T, duq.get(), q8s));
-      STRATA_TRY(alloc_filled(di, static_cast<size_t>(T * k) * sizeof(int32_t), 0xFF));
-      STRATA_TRY(alloc_poisoned(dw, static_cast<size_t>(T * k)));
       STRATA_TRY(alloc_scratch(w, k, dsa, sa, lay));
       STRATA_TRY(alloc_scratch(w, k, dsb, sb, lay));
       STRATA_TRY(alloc_poisoned(dya, static_cast<size_t>(T * H)));
       STRATA_TRY(alloc_poisoned(dyb, static_cast<size_t>(T * H)));
-      Act act;
-      act.f32 = du.get<float>();
-      act.f32_stride = H;
-      act.q8 = duq.get();
-      act.q8_stride = q8s;
-      act.cols = H;
-      act.T = T;
+      int32_t* ids = gw.ids.get<int32_t>();
+      float* weights = gw.weights.get<float>();
       auto ran = run_call(r, rep, [&] {
-        STRATA_TRY(route_and_group(dl.get<float>(), g.n_expert, T, k, w, sa, di.get<int32_t>(), dw.get<float>(), nullptr));
-        STRATA_TRY(native_expert_grouped_pregrouped(w, act, k, sa, dya.get<float>(), nullptr));
-        return native_expert_grouped(w, act, di.get<int32_t>(), dw.get<float>(), k, sb, dyb.get<float>(), nullptr);
+        STRATA_TRY(route_and_group(gw.logits.get<float>(), g.n_expert, T, k, w, sa, ids, weights, nullptr));
+        STRATA_TRY(native_expert_grouped_pregrouped(w, gw.act, k, sa, dya.get<float>(), nullptr));
+        return native_expert_grouped(w, gw.act, ids, weights, k, sb, dyb.get<float>(), nullptr);
       });
       if (!ran) return ran.status();
       if (!*ran) continue;
@@ -1015,18 +1042,9 @@ Status run_down_combine_cases(const ParityOptions& opt, Reporter& rep) {
     bool any = false;
     for (const auto& l : lines) any = any || rep.wanted(l);
     if (!any) continue;
-    std::vector<int> pool;
-    std::mt19937_64 prng(case_seed(opt.seed, fmt::format("down_combine pool {}", g.n_expert)));
-    while (static_cast<int>(pool.size()) < std::min(g.pool, g.n_expert)) {
-      const int e = static_cast<int>(prng() % g.n_expert);
-      if (std::find(pool.begin(), pool.end(), e) == pool.end()) pool.push_back(e);
-    }
-    Experts gu, dn;
-    STRATA_TRY(make_experts(c.gate, g, 2 * g.n_ff, g.n_embd, !g.fused, pool,
-                            case_seed(opt.seed, fmt::format("down_combine gate_up {}", type_name(c.gate))), gu));
-    STRATA_TRY(make_experts(c.down, g, g.n_embd, g.n_ff, false, pool,
-                            case_seed(opt.seed, fmt::format("down_combine down {}", type_name(c.down))), dn));
-    const ExpertWeights w = expert_weights(g, gu, dn);
+    PooledExperts px;
+    STRATA_TRY(make_pooled_experts(opt, "down_combine", g, c.gate, c.down, px));
+    const ExpertWeights w = expert_weights(g, px.gu, px.dn);
     const int S = 4;
     const int cap = static_cast<int>(g.n_embd);
     DeviceBuffer dtiles;
@@ -1038,39 +1056,26 @@ Status run_down_combine_cases(const ParityOptions& opt, Reporter& rep) {
       if (!rep.wanted(r.line)) continue;
       const int64_t H = g.n_embd;
       const uint64_t seed = case_seed(opt.seed, r.line);
-      std::vector<float> logits = random_normal(seed, static_cast<size_t>(T * g.n_expert));
-      for (int t = 0; t < T; ++t)
-        for (int e : pool) logits[static_cast<size_t>(t * g.n_expert + e)] += 8.0f;
-      const std::vector<float> u = random_normal(seed + 1, static_cast<size_t>(T * H));
+      GroupedWindow gw;
+      STRATA_TRY(make_grouped_window(seed, g, px.pool, T, k, gw));
       const std::vector<float> sh = random_normal(seed + 2, static_cast<size_t>(T * H));
       const std::vector<float> gl = random_normal(seed + 3, static_cast<size_t>(T), 2.0f);
       const std::vector<float> x = random_normal(seed + 4, static_cast<size_t>(T * S * H));
       const std::vector<float> alpha = random_normal(seed + 5, static_cast<size_t>(T * S));
-      DeviceBuffer dl, du, duq, di, dw, dsa, dsb, dya, dyb, ds, dg, dx, dalpha, dxa, dxb;
+      DeviceBuffer dsa, dsb, dya, dyb, ds, dg, dx, dalpha, dxa, dxb;
       ExpertScratch sa, sb;
       ExpertScratchLayout lay;
-      STRATA_TRY(upload(dl, logits));
-      STRATA_TRY(upload(du, u));
       STRATA_TRY(upload(ds, sh));
       STRATA_TRY(upload(dg, gl));
       STRATA_TRY(upload(dx, x));
       STRATA_TRY(upload(dalpha, alpha));
-      const int64_t q8s = q8_stride_for(H);
-      STRATA_TRY(duq.alloc(static_cast<size_t>(q8s * T)));
-      STRATA_TRY(quantize_q8_1(du.get<float>(), H, H, T, duq.get(), q8s));
-      STRATA_TRY(alloc_filled(di, static_cast<size_t>(T * k) * sizeof(int32_t), 0xFF));
-      STRATA_TRY(alloc_poisoned(dw, static_cast<size_t>(T * k)));
       STRATA_TRY(alloc_scratch(w, k, dsa, sa, lay));
       STRATA_TRY(alloc_scratch(w, k, dsb, sb, lay));
       STRATA_TRY(alloc_poisoned(dya, static_cast<size_t>(T * H)));
       STRATA_TRY(alloc_poisoned(dxa, x.size()));
-      Act act;
-      act.f32 = du.get<float>();
-      act.f32_stride = H;
-      act.q8 = duq.get();
-      act.q8_stride = q8s;
-      act.cols = H;
-      act.T = T;
+      const Act& act = gw.act;
+      int32_t* ids = gw.ids.get<int32_t>();
+      float* weights = gw.weights.get<float>();
       const float* s_ptr = c.shared ? ds.get<float>() : nullptr;
       const float* g_ptr = c.shared ? dg.get<float>() : nullptr;
       WideCombine wa;
@@ -1079,8 +1084,8 @@ Status run_down_combine_cases(const ParityOptions& opt, Reporter& rep) {
       wa.S = S;
       wa.out = dxa.get<float>();
       auto ran = run_call(r, rep, [&] {
-        STRATA_TRY(route_and_group(dl.get<float>(), g.n_expert, T, k, w, sa, di.get<int32_t>(), dw.get<float>(), nullptr));
-        STRATA_TRY(route_and_group(dl.get<float>(), g.n_expert, T, k, w, sb, di.get<int32_t>(), dw.get<float>(), nullptr));
+        STRATA_TRY(route_and_group(gw.logits.get<float>(), g.n_expert, T, k, w, sa, ids, weights, nullptr));
+        STRATA_TRY(route_and_group(gw.logits.get<float>(), g.n_expert, T, k, w, sb, ids, weights, nullptr));
         STRATA_TRY(expert_mlp_grouped(w, act, k, sa, nullptr));
         if (c.shared) return expert_combine_shared(w, T, k, sa, s_ptr, g_ptr, 1, dya.get<float>(), nullptr, &wa);
         STRATA_TRY(expert_combine(w, T, k, sa, dya.get<float>(), nullptr));
