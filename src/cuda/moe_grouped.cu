@@ -473,6 +473,16 @@ struct MlpCall {
   GroupOut g;
   uint8_t* base = nullptr;
   int T = 0, k = 0, group_rows = 0;
+
+  // What both grouped launches of the call take alike: the grouping and the entries per batch.
+  GroupedArgs grouped_args() const {
+    GroupedArgs a;
+    a.n_groups = g.n_groups;
+    a.group_expert = g.group_expert;
+    a.group_start = g.group_start;
+    a.batch = T < kBatch ? T : kBatch;
+    return a;
+  }
 };
 
 Result<MlpCall> mlp_call(const std::string& where, const ExpertWeights& w, int T, int k, const ExpertScratch& scratch) {
@@ -508,10 +518,7 @@ Status launch_gate_up(const std::string& where, const MlpCall& c, const ExpertWe
   } else if (u.f32 == nullptr || !aligned(u.f32, 16) || u.f32_stride % 4 != 0 || u.f32_stride < w.n_embd) {
     return Status::error(where + "u.f32 must be 16-byte aligned with f32_stride a multiple of 4 >= n_embd");
   }
-  GroupedArgs a;
-  a.n_groups = c.g.n_groups;
-  a.group_expert = c.g.group_expert;
-  a.group_start = c.g.group_start;
+  GroupedArgs a = c.grouped_args();
   a.rows = 2 * w.n_ff;
   if (w.gate_up) {
     a.w0 = a.w1 = static_cast<const uint8_t*>(w.gate_up.data);
@@ -528,7 +535,6 @@ Status launch_gate_up(const std::string& where, const MlpCall& c, const ExpertWe
   a.act = q8_in ? static_cast<const uint8_t*>(u.q8) : reinterpret_cast<const uint8_t*>(u.f32);
   a.act_stride = q8_in ? u.q8_stride : u.f32_stride * static_cast<int64_t>(sizeof(float));
   a.act_row = c.g.entry_row;
-  a.batch = c.T < kBatch ? c.T : kBatch;
   a.out = reinterpret_cast<float*>(c.base + c.l.gate_up);
   a.out_stride = 2 * w.n_ff;
   return launch_grouped(gt, a, c.group_rows, c.dev, stream);
@@ -544,11 +550,7 @@ Status launch_down(const MlpCall& c, const ExpertWeights& w, const RoutedSum* su
   float* gate_up = reinterpret_cast<float*>(c.base + c.l.gate_up);
   float* h = reinterpret_cast<float*>(c.base + c.l.h);
   uint8_t* h_q8 = c.base + c.l.h_q8;
-  GroupedArgs a;
-  a.n_groups = c.g.n_groups;
-  a.group_expert = c.g.group_expert;
-  a.group_start = c.g.group_start;
-  a.batch = c.T < kBatch ? c.T : kBatch;
+  GroupedArgs a = c.grouped_args();
   a.w0 = a.w1 = static_cast<const uint8_t*>(w.down.data);
   a.rows = w.n_embd;
   a.split = a.rows;
