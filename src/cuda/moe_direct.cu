@@ -52,8 +52,17 @@
 namespace strata::cuda::moe_detail {
 namespace {
 
-constexpr int kDirectWarps = 8;
-constexpr int kDirectThreads = kDirectWarps * 32;
+// Warps per CTA: 5 for one entry per batch (T = 1), 8 for more. A launch's CTAs run in waves
+// of equal, latency-bound CTAs, so the count of warp slots per SM decides the waves: the T = 1
+// IQ3_XXS gate/up call (10 groups x 1280 rows, 2 rows per warp, 6400 warps) took 2 waves and a
+// 9-CTA third as CTAs of 8 warps at 80 registers (3 per SM, 24 warps; ncu: 2.02 waves), and
+// takes 1.94 as CTAs of 5 (5 per SM, 25 warps). H200, same lease: decode 5.594 -> 5.565 ms
+// (iq3_xxs), 5.431 -> 5.397 (q2_0); gate/up 17.2 -> 16.3 us (ncu). CTAs of 4 at 72 registers
+// (7 per SM) measured 0.03 ms slower than 5. With 2 or 4 entries per batch the 5-warp form
+// spills (ptxas: 12 and 32 bytes) and the window of 4 took 10.33 -> 10.49 ms, so those keep 8.
+// STRATA_DIRECT_WARPS=8 takes 8 everywhere (the other arm).
+constexpr int kDirectWarps = 5;
+constexpr int kWideWarps = 8;
 // Units per lane whose loads are in flight together: 5 covers the released shapes' rows in one
 // batch (IQ3_XXS 2560: 80 chunks on 16 lanes; Q2_0 / IQ4_NL 640 and 2560: 5 blocks per lane).
 constexpr int kLoadBatch = 5;
@@ -106,17 +115,19 @@ __device__ __forceinline__ uint32_t sign_mask4(uint32_t b) {
 template <Type T>
 struct DirectUnit;
 
+// Each type's kRegs: the registers per thread its launch bounds allow (as CTAs per SM for the CTA
+// size, see min_blocks).
 // IQ3_XXS: d (f16), qs[64] (grid indices, 8 per chunk), 8 words of 4 x 7 sign bits + a 4-bit scale.
 // A block starts 4-byte aligned when its index is even and 2 bytes past that when odd, so every
 // field is read from the aligned words at base = blk - 2 (b & 1) and joined with the shift 16
 // (even) or 32 (odd: the second word itself).
 template <>
 struct DirectUnit<Type::IQ3_XXS> {
-  // kMinBlocks 3 (80 registers): at 4 (64) the kernel spilled 32 bytes a thread; the T = 1
-  // gate/up call went 17.0 -> 16.4 us on the H200 (ncu). IQ4_NL, which spills a little at 4
-  // too, measured slower at 3 (10.8 -> 12.4 us) and stays. A grid copy per lane (32 KB, no bank
-  // conflicts) measured slower still (19-20 us): its fill and size cost more than the conflicts.
-  static constexpr int kBlockElems = 256, kUnitsPerBlock = 8, kMinBlocks = 3;
+  // 80 registers: at 64 the kernel spilled 32 bytes a thread; 96 -> 80 took the T = 1 gate/up
+  // call 17.0 -> 16.4 us on the H200 (ncu). IQ4_NL, which spills a little at 64 too, measured
+  // slower at 80 (10.8 -> 12.4 us) and stays. A grid copy per lane (32 KB, no bank conflicts)
+  // measured slower still (19-20 us): its fill and size cost more than the conflicts.
+  static constexpr int kBlockElems = 256, kUnitsPerBlock = 8, kRegs = 80;
   static constexpr bool kPermuted = false, kGrid = true;
   struct Raw {
     uint32_t q0, q1, q2, s0, s1, dw, sh;
@@ -187,7 +198,7 @@ struct Block18 {
 // two chunks.
 template <>
 struct DirectUnit<Type::Q2_0> {
-  static constexpr int kBlockElems = 64, kUnitsPerBlock = 1, kMinBlocks = 1;
+  static constexpr int kBlockElems = 64, kUnitsPerBlock = 1, kRegs = 96;  // it takes 84
   static constexpr bool kPermuted = true, kGrid = false;
   using Raw = Block18;
   static __device__ __forceinline__ Raw load(const uint8_t* row, int u) { return Block18::load(row, u); }
@@ -211,7 +222,7 @@ struct DirectUnit<Type::Q2_0> {
 // IQ4_NL: 32 elements, byte j holds element j (low nibble) and j + 16 (high); one chunk per unit.
 template <>
 struct DirectUnit<Type::IQ4_NL> {
-  static constexpr int kBlockElems = 32, kUnitsPerBlock = 1, kMinBlocks = 4;
+  static constexpr int kBlockElems = 32, kUnitsPerBlock = 1, kRegs = 64;
   static constexpr bool kPermuted = false, kGrid = false;
   using Raw = Block18;
   static __device__ __forceinline__ Raw load(const uint8_t* row, int u) { return Block18::load(row, u); }
@@ -274,12 +285,12 @@ __device__ void transpose_tile(uint8_t* codes, int nb, int K) {
 // Entries b0 .. b0 + nb - 1's h = silu(gate) * up from a.swiglu_gu and its q8_1 codes into the
 // tile, as swiglu_entries_kernel forms them (one 8-lane group per 32-element block, so the codes
 // and d are that kernel's to the bit); with write_out, h and its q8_1 rows to global memory too.
-template <bool kPermuted>
+template <bool kPermuted, int kWarps>
 __device__ void swiglu_entries_tile(const GroupedArgs& a, int b0, int nb, uint8_t* codes, int2* ds, bool write_out) {
   const int n = a.nchunks * 32;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = lane & 7;
   const int total = nb * a.nchunks;
-  for (int base = 4 * warp; base < total; base += 4 * kDirectWarps) {  // warp-uniform
+  for (int base = 4 * warp; base < total; base += 4 * kWarps) {  // warp-uniform
     const int blk = base + (lane >> 3);
     const bool live = blk < total;
     const int t = live ? blk / a.nchunks : 0, c = live ? blk % a.nchunks : 0;
@@ -307,25 +318,35 @@ __device__ void swiglu_entries_tile(const GroupedArgs& a, int b0, int nb, uint8_
 
 // The down call's tail (CombineTail): this CTA's stores to out are made visible and counted in
 // its tile's word; the last of the tile's gridDim.y CTAs resets the word and forms the routed sum
-// of the tile's columns [col0, col1) for every window row (the threadfence-reduction pattern:
-// each thread fences its own stores before the count, and the last CTA reads out through L2).
+// of the tile's columns [col0, col1) for every window row, reading out through L2. One thread
+// fences, after the barrier that orders the CTA's stores before it (the barrier makes them its
+// predecessors, the fence cumulative over them; cooperative groups' grid sync does the same),
+// where a fence on every thread cost every warp a MEMBAR.SC.
 __device__ void combine_tile_if_last(const CombineTail& c, int col0, int col1) {
   __shared__ bool last;
-  __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
+    __threadfence();
     last = atomicAdd(c.tile_count + blockIdx.x, 1u) == gridDim.y - 1;
-    if (last) c.tile_count[blockIdx.x] = 0;  // for the next launch: no other CTA of this one counts here again
+    if (last) {
+      c.tile_count[blockIdx.x] = 0;  // for the next launch: no other CTA of this one counts here again
+      __threadfence();               // the other CTAs' stores, seen through their count, before ours reads
+    }
   }
   __syncthreads();
   if (!last) return;
-  __threadfence();
   const int n = col1 - col0;
   for (int i = threadIdx.x; i < c.T * n; i += blockDim.x) routed_sum_column(c.sum, i / n, col0 + i % n);
 }
 
-template <Type T, int kNB>
-__global__ void __launch_bounds__(kDirectThreads, DirectUnit<T>::kMinBlocks)
+// CTAs per SM that keep a kWarps-warp CTA within the type's kRegs registers a thread.
+template <Type T, int kWarps>
+constexpr int min_blocks() {
+  return 65536 / (DirectUnit<T>::kRegs * 32 * kWarps);
+}
+
+template <Type T, int kNB, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps>())
     grouped_direct_kernel(const GroupedArgs a, const int G, const int tile_rows, const CombineTail tail) {
   using U = DirectUnit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -361,12 +382,12 @@ __global__ void __launch_bounds__(kDirectThreads, DirectUnit<T>::kMinBlocks)
       const int nb = last - b0 < kNB ? last - b0 : kNB;
       __syncthreads();  // the previous batch's activations are no longer read (and the grid is in)
       if (a.swiglu_gu != nullptr) {
-        swiglu_entries_tile<U::kPermuted>(a, b0, nb, codes, ds, blockIdx.x == 0);
+        swiglu_entries_tile<U::kPermuted, kWarps>(a, b0, nb, codes, ds, blockIdx.x == 0);
       } else {
         unpack_entries<U::kPermuted>(a, b0, nb, codes, ds);
       }
       __syncthreads();
-      for (int set = warp; set < nsets; set += kDirectWarps) {
+      for (int set = warp; set < nsets; set += kWarps) {
         const int row = tile_r0 + set * rows_per_warp + lane / G;
         const bool live = row < tile_end;
         const uint8_t* wrow = weight_row(a, e, live ? row : tile_r0);
@@ -417,31 +438,51 @@ size_t smem_for(Type t, int nchunks, int nbatch) {
   return (t == Type::IQ3_XXS ? kGridBytes : 0) + static_cast<size_t>(nbatch) * nchunks * (32 + sizeof(int2));
 }
 
+// STRATA_DIRECT_WARPS=8: CTAs of 8 warps at T = 1 too (the other arm of a benchmark).
+int direct_warps() {
+  static const int warps = [] {
+    const char* v = std::getenv("STRATA_DIRECT_WARPS");
+    return v != nullptr && std::atoi(v) == kWideWarps ? kWideWarps : kDirectWarps;
+  }();
+  return warps;
+}
+
+// The CTA's warps for a batch of this many entries.
+int warps_for(int entries) { return entries == 1 && direct_warps() == kDirectWarps ? kDirectWarps : kWideWarps; }
+
 // One pass per CTA (each warp one row set): measured on the H200 against tiles of several passes
 // sized to one wave, it was as fast at T = 1 and 10-20% faster at T = 2 and 4, where the groups'
 // sizes differ and small CTAs balance better.
 template <Type T>
-int tile_rows_for(int nchunks) {
-  return kDirectWarps * (32 / lanes_per_row(units_per_row<T>(nchunks)));
+int tile_rows_for(int nchunks, int warps) {
+  return warps * (32 / lanes_per_row(units_per_row<T>(nchunks)));
+}
+
+template <Type T, int kNB, int kWarps>
+Status launch_typed(const GroupedArgs& a, int group_rows, cudaStream_t stream, const CombineTail& tail) {
+  const auto kernel = &grouped_direct_kernel<T, kNB, kWarps>;
+  const size_t smem = smem_for(T, a.nchunks, kNB);  // <= 48 KB: grouped_direct_supports
+  const int G = lanes_per_row(units_per_row<T>(a.nchunks));
+  const int tile_rows = tile_rows_for<T>(a.nchunks, kWarps);
+  const dim3 grid(static_cast<unsigned>((a.rows + tile_rows - 1) / tile_rows), static_cast<unsigned>(group_rows));
+  STRATA_CUDA_TRY(launch_kernel(kernel, grid, dim3(kWarps * 32), smem, stream, a, G, tile_rows, tail));
+  return Status::ok_status();
 }
 
 template <Type T, int kNB>
-Status launch_typed(const GroupedArgs& a, int group_rows, cudaStream_t stream, const CombineTail& tail) {
-  const auto kernel = &grouped_direct_kernel<T, kNB>;
-  const size_t smem = smem_for(T, a.nchunks, kNB);  // <= 48 KB: grouped_direct_supports
-  const int G = lanes_per_row(units_per_row<T>(a.nchunks));
-  const int tile_rows = tile_rows_for<T>(a.nchunks);
-  const dim3 grid(static_cast<unsigned>((a.rows + tile_rows - 1) / tile_rows), static_cast<unsigned>(group_rows));
-  STRATA_CUDA_TRY(launch_kernel(kernel, grid, dim3(kDirectThreads), smem, stream, a, G, tile_rows, tail));
-  return Status::ok_status();
+Status launch_warps(const GroupedArgs& a, int group_rows, cudaStream_t stream, const CombineTail& tail) {
+  if constexpr (kNB == 1) {
+    if (warps_for(kNB) == kDirectWarps) return launch_typed<T, kNB, kDirectWarps>(a, group_rows, stream, tail);
+  }
+  return launch_typed<T, kNB, kWideWarps>(a, group_rows, stream, tail);
 }
 
 template <Type T>
 Status launch_batch(const GroupedArgs& a, int group_rows, cudaStream_t stream, const CombineTail& tail) {
   switch (entries_per_batch(a.batch)) {
-    case 1: return launch_typed<T, 1>(a, group_rows, stream, tail);
-    case 2: return launch_typed<T, 2>(a, group_rows, stream, tail);
-    default: return launch_typed<T, 4>(a, group_rows, stream, tail);
+    case 1: return launch_warps<T, 1>(a, group_rows, stream, tail);
+    case 2: return launch_warps<T, 2>(a, group_rows, stream, tail);
+    default: return launch_warps<T, 4>(a, group_rows, stream, tail);
   }
 }
 
@@ -477,11 +518,12 @@ bool grouped_direct_supports(Type t, const GroupedArgs& a) {
 }
 
 int grouped_direct_tiles(Type t, const GroupedArgs& a) {
+  const int warps = warps_for(entries_per_batch(a.batch));
   int tile_rows = 0;
   switch (t) {
-    case Type::IQ3_XXS: tile_rows = tile_rows_for<Type::IQ3_XXS>(a.nchunks); break;
-    case Type::Q2_0: tile_rows = tile_rows_for<Type::Q2_0>(a.nchunks); break;
-    case Type::IQ4_NL: tile_rows = tile_rows_for<Type::IQ4_NL>(a.nchunks); break;
+    case Type::IQ3_XXS: tile_rows = tile_rows_for<Type::IQ3_XXS>(a.nchunks, warps); break;
+    case Type::Q2_0: tile_rows = tile_rows_for<Type::Q2_0>(a.nchunks, warps); break;
+    case Type::IQ4_NL: tile_rows = tile_rows_for<Type::IQ4_NL>(a.nchunks, warps); break;
     default: return 0;
   }
   return (a.rows + tile_rows - 1) / tile_rows;
