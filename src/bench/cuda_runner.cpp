@@ -422,6 +422,18 @@ Status spec_decode(cuda::Decoder& dec, const reference::Model& m, const Options&
 }
 
 
+// The decoder's sizes and the device memory in use once it holds everything.
+void record_decoder(const cuda::Decoder& dec, CudaSection& cs, Report& rep) {
+  const cuda::DecoderStats stats = dec.stats();
+  cs.weight_bytes = stats.weight_bytes;
+  cs.state_bytes = stats.state_bytes;
+  cs.graph_nodes = stats.graph_nodes;
+  if (auto devices = cuda::list_devices(); devices && !devices->empty()) {
+    cs.vram_used_bytes = devices->front().total_bytes - devices->front().free_bytes;
+    rep.peak_vram_bytes = cs.vram_used_bytes;
+  }
+}
+
 Status check_capacity(const Options& o, const model::ModelConfig& c) {
   const int64_t needed = cache_tokens(o);
   if (c.context_length > 0 && needed > static_cast<int64_t>(c.context_length)) {
@@ -478,14 +490,7 @@ Result<Report> run_cuda_bench(const Options& o, Progress& progress) {
   if (o.spec > 0) {
     RunResult r;
     STRATA_TRY(spec_decode(**dec, model, o, rep.bandwidth.bytes_per_s(), progress, r, cs.decode));
-    const cuda::DecoderStats stats = (*dec)->stats();
-    cs.weight_bytes = stats.weight_bytes;
-    cs.state_bytes = stats.state_bytes;
-    cs.graph_nodes = stats.graph_nodes;
-    if (auto devices = cuda::list_devices(); devices && !devices->empty()) {
-      cs.vram_used_bytes = devices->front().total_bytes - devices->front().free_bytes;
-      rep.peak_vram_bytes = cs.vram_used_bytes;
-    }
+    record_decoder(**dec, cs, rep);
     rep.runs.push_back(std::move(r));
     rep.notes.push_back(fmt::format("--spec {}: windows of 1 + up to {} prompt-lookup drafts through engine::generate "
                                     "(greedy); bytes per window assume its rows pick distinct experts (an upper "
@@ -517,14 +522,7 @@ Result<Report> run_cuda_bench(const Options& o, Progress& progress) {
   cs.slope_ms_per_row = line.slope;
   cs.intercept_ms = line.intercept;
 
-  const cuda::DecoderStats stats = (*dec)->stats();
-  cs.weight_bytes = stats.weight_bytes;
-  cs.state_bytes = stats.state_bytes;
-  cs.graph_nodes = stats.graph_nodes;
-  if (auto devices = cuda::list_devices(); devices && !devices->empty()) {
-    cs.vram_used_bytes = devices->front().total_bytes - devices->front().free_bytes;
-    rep.peak_vram_bytes = cs.vram_used_bytes;
-  }
+  record_decoder(**dec, cs, rep);
 
   const std::vector<int32_t> prompt = forced_tokens(o.seed, model.config().n_vocab, o.ctx);
   rep.runs.push_back(headline_run(o, cs.decode, prefill, prompt, runner.emitted()));

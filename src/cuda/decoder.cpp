@@ -159,6 +159,17 @@ Status check_window(const Decoder::Impl& m, std::span<const int32_t> tokens) {
   return Status::ok_status();
 }
 
+// What every window does first: the checks, the device, the n-gram rows (hashed and checked on
+// the host) and the token ids staged; the rows' own staging depends on how the window runs.
+Result<std::vector<uint64_t>> begin_window(Decoder::Impl& m, std::span<const int32_t> tokens) {
+  STRATA_TRY(check_window(m, tokens));
+  DECODER_CUDA_TRY(cudaSetDevice(m.options.device));
+  auto rows = m.ngram_rows(tokens);
+  if (!rows) return rows.status();
+  STRATA_TRY(m.stage_tokens(tokens));
+  return rows;
+}
+
 }  // namespace
 
 // Token ids and the position in one copy.
@@ -224,12 +235,9 @@ Status Decoder::Impl::launch_window_graph(int T, WindowPart part) {
 
 Result<WindowOutput> Decoder::forward(std::span<const int32_t> tokens, const WindowRequest& request) {
   Impl& m = *impl_;
-  STRATA_TRY(check_window(m, tokens));
-  DECODER_CUDA_TRY(cudaSetDevice(m.options.device));
-  const int T = static_cast<int>(tokens.size());
-  auto rows = m.ngram_rows(tokens);
+  auto rows = begin_window(m, tokens);
   if (!rows) return rows.status();
-  STRATA_TRY(m.stage_tokens(tokens));
+  const int T = static_cast<int>(tokens.size());
   if (request.sink && *request.sink) {
     STRATA_TRY(m.stage_ngram_rows(*rows, m.stream));
     SinkObserver obs(m.stream, m.pos, *request.sink);
@@ -303,12 +311,9 @@ Status Decoder::commit(int n) {
 
 Result<std::vector<StageTime>> Decoder::profile(std::span<const int32_t> tokens) {
   Impl& m = *impl_;
-  STRATA_TRY(check_window(m, tokens));
-  DECODER_CUDA_TRY(cudaSetDevice(m.options.device));
-  const int T = static_cast<int>(tokens.size());
-  auto rows = m.ngram_rows(tokens);
+  auto rows = begin_window(m, tokens);
   if (!rows) return rows.status();
-  STRATA_TRY(m.stage_tokens(tokens));
+  const int T = static_cast<int>(tokens.size());
   STRATA_TRY(m.stage_ngram_rows(*rows, m.stream));
   ProfileObserver obs(m.stream, m.launches);
   STRATA_TRY(obs.start());
