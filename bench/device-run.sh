@@ -10,8 +10,9 @@
 #
 # Usage (device): bash bench/device-run.sh [extra strata bench args]
 # STRATA_DEVICE_STEPS=a,b runs only the named steps (devices, parity, parity-decoder, run-spec,
-# bench, kernels) after the build; unset runs them all but `kernels` (per-kernel ncu times,
-# bench/kernel-profile.sh, about a minute).
+# bench, kernels, stalls) after the build; unset runs them all but `kernels` (per-kernel ncu
+# times, bench/kernel-profile.sh, about a minute) and `stalls` (where the biggest kernels' warps
+# wait, per instruction: bench/kernel-stalls.sh, about a minute).
 # Steps and their logs: $OUT/steps.txt, $OUT/<step>.log. At the end everything but the printed
 # summary ($OUT/summary.txt) is packed into $OUT/device-run.tgz, since the device tool brings back
 # only a few files per call; STRATA_DEVICE_PACK=0 leaves the files as they are.
@@ -178,6 +179,9 @@ guard bench-iq3_xxs-base 45 0 env STRATA_GROUPED_DIRECT=0 STRATA_SIDE_STREAM=0 "
 
 if [[ ",${STRATA_DEVICE_STEPS:-}," == *",kernels,"* ]]; then
   guard kernels 120 0 bash bench/kernel-profile.sh "$strata" iq3_xxs
+fi
+if [[ ",${STRATA_DEVICE_STEPS:-}," == *",stalls,"* ]]; then
+  guard stalls 150 0 bash bench/kernel-stalls.sh "$strata" iq3_xxs
 fi
 
 summary() {
