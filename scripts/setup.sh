@@ -33,4 +33,4 @@ fi
 # shellcheck disable=SC2086
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${STRATA_CMAKE_ARGS:-}
 cmake --build build
-echo "setup: built build/bin/strata"
+echo "setup: built build/bin/strata (${SECONDS}s)"
