@@ -201,7 +201,9 @@ TEST(EngineNumerics, Q8_1SetIsTheKernelSet) {
   EXPECT_EQ(quant::count_q8_1_activation_types(), 16);
   for (uint32_t id = 0; id < quant::kTypeCount; ++id) {
     const Type t = static_cast<Type>(id);
-    if (quant::takes_q8_1_activations(t)) EXPECT_EQ(quant::type_info(t)->block_size % 32, 0u) << id;
+    if (quant::takes_q8_1_activations(t)) {
+      EXPECT_EQ(quant::type_info(t)->block_size % 32, 0u) << id;
+    }
   }
 }
 
