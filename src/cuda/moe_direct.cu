@@ -123,8 +123,8 @@ struct DirectUnit;
 // (even) or 32 (odd: the second word itself).
 template <>
 struct DirectUnit<Type::IQ3_XXS> {
-  // 80 registers: at 64 the kernel spilled 32 bytes a thread; 96 -> 80 took the T = 1 gate/up
-  // call 17.0 -> 16.4 us on the H200 (ncu). IQ4_NL, which spills a little at 64 too, measured
+  // 80 registers: at 64 the kernel spilled 32 bytes a thread; bounded to 80, the T = 1 gate/up
+  // call went 17.0 -> 16.4 us on the H200 (ncu). IQ4_NL, which spills a little at 64 too, measured
   // slower at 80 (10.8 -> 12.4 us) and stays. A grid copy per lane (32 KB, no bank conflicts)
   // measured slower still (19-20 us): its fill and size cost more than the conflicts.
   static constexpr int kBlockElems = 256, kUnitsPerBlock = 8, kRegs = 80;
@@ -198,7 +198,7 @@ struct Block18 {
 // two chunks.
 template <>
 struct DirectUnit<Type::Q2_0> {
-  static constexpr int kBlockElems = 64, kUnitsPerBlock = 1, kRegs = 96;  // it takes 84
+  static constexpr int kBlockElems = 64, kUnitsPerBlock = 1, kRegs = 96;  // ptxas: 83-92
   static constexpr bool kPermuted = true, kGrid = false;
   using Raw = Block18;
   static __device__ __forceinline__ Raw load(const uint8_t* row, int u) { return Block18::load(row, u); }
