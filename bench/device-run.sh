@@ -12,7 +12,7 @@
 # STRATA_DEVICE_STEPS=a,b runs only the named steps (devices, parity, parity-decoder, run-spec,
 # bench, kernels, stalls) after the build; unset runs them all but `kernels` (per-kernel ncu
 # times, bench/kernel-profile.sh, about a minute) and `stalls` (where the biggest kernels' warps
-# wait, per instruction: bench/kernel-stalls.sh, about a minute).
+# wait, per instruction: bench/kernel-stalls.sh, about three minutes).
 # Steps and their logs: $OUT/steps.txt, $OUT/<step>.log. At the end everything but the printed
 # summary ($OUT/summary.txt) is packed into $OUT/device-run.tgz, since the device tool brings back
 # only a few files per call; STRATA_DEVICE_PACK=0 leaves the files as they are.
@@ -181,7 +181,7 @@ if [[ ",${STRATA_DEVICE_STEPS:-}," == *",kernels,"* ]]; then
   guard kernels 120 0 bash bench/kernel-profile.sh "$strata" iq3_xxs
 fi
 if [[ ",${STRATA_DEVICE_STEPS:-}," == *",stalls,"* ]]; then
-  guard stalls 150 0 bash bench/kernel-stalls.sh "$strata" iq3_xxs
+  guard stalls 300 0 bash bench/kernel-stalls.sh "$strata" iq3_xxs
 fi
 
 summary() {
