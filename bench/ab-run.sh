@@ -1,71 +1,84 @@
 #!/usr/bin/env bash
-# A/B of two source trees on the device, in one call: arm A is the working tree, arm B the same
-# tree with the files under $STRATA_AB_B (a folder that mirrors repository paths) laid over it.
-# A is built by bench/device-run.sh, B incrementally over A's build; B then runs the checks
-# (kernel parity, decoder parity, `run --spec` identity: device-run.sh's steps, on B's binary)
-# and both arms the full-geometry bench in alternating rounds (A B A B ...), since the device's
-# speed drifts by about 0.5% between minutes. Prints each round's ms per token and the medians;
-# the JSON of every round is left in $OUT/ab/.
+# A/B of source trees on the device, in one call: arm A is the working tree, each further arm the
+# same tree with the files of one folder (mirroring repository paths) laid over it. A is built by
+# bench/device-run.sh, every other arm incrementally over that build; the last arm then runs the
+# checks (kernel parity, decoder parity, `run --spec` identity: device-run.sh's steps, on its
+# binary; make it the union of the others' changes), and all arms the full-geometry bench in
+# alternating rounds (A B C ... A B C ...), since the device's speed drifts by about 0.5% between
+# minutes. Prints each round's ms per token and the medians; every round's JSON is left in $OUT/ab/.
 #
-# Making B's folder from a branch (on the developer machine; folders that git does not ignore
+# Making an arm's folder from a branch (on the developer machine; folders that git does not ignore
 # travel with the working tree):
 #   git diff --name-only main BRANCH | while read -r f; do
 #     mkdir -p "scratch/b/$(dirname "$f")"; git show "BRANCH:$f" >"scratch/b/$f"; done
-# Usage (device): STRATA_AB_B=scratch/b [STRATA_AB_ROUNDS=3] [STRATA_AB_CHECKS=parity,parity-decoder,run-spec]
-#   [STRATA_AB_RECIPES="iq3_xxs q2_0"] bash bench/ab-run.sh [extra strata bench args, e.g. --window 4]
+# Usage (device): STRATA_AB_B="scratch/b1 scratch/b2 ..." [STRATA_AB_ROUNDS=3]
+#   [STRATA_AB_CHECKS=parity,parity-decoder,run-spec] [STRATA_AB_RECIPES="iq3_xxs q2_0"]
+#   bash bench/ab-run.sh [extra strata bench args, e.g. --window 4]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 OUT=${OUT:-$PWD/device-out}
-b_dir=${STRATA_AB_B:?STRATA_AB_B must name the folder of the B arm files}
-[ -d "$b_dir" ] || { echo "ab-run: $b_dir is not a folder" >&2; exit 2; }
+read -r -a arms <<<"${STRATA_AB_B:?STRATA_AB_B must name the folders of the other arms}"
+for d in "${arms[@]}"; do
+  [ -d "$d" ] || { echo "ab-run: $d is not a folder" >&2; exit 2; }
+done
 rounds=${STRATA_AB_ROUNDS:-3}
 recipes=${STRATA_AB_RECIPES:-iq3_xxs}
 mkdir -p "$OUT/ab"
 
-# Arm A: device-run.sh's build alone.
-STRATA_DEVICE_STEPS=none STRATA_DEVICE_PACK=0 OUT=/tmp/ab-build-a bash bench/device-run.sh >/dev/null ||
-  { echo "ab-run: arm A did not build"; tail -n 40 /tmp/ab-build-a/build.log; exit 1; }
-cp build-device/bin/strata /tmp/strata-a
+STRATA_DEVICE_STEPS=none STRATA_DEVICE_PACK=0 OUT=/tmp/ab-build-0 bash bench/device-run.sh >/dev/null ||
+  { echo "ab-run: arm A did not build"; tail -n 40 /tmp/ab-build-0/build.log; exit 1; }
+cp build-device/bin/strata /tmp/strata-0
+names=(A)
 
-# Arm B: its files over the tree (the originals kept aside and put back at the end).
+# The tree's own files, kept aside while an arm's files lie over them.
 saved=/tmp/ab-originals
 rm -rf "$saved"
 mkdir -p "$saved"
-root=$PWD
 restore() { (cd "$saved" && find . -type f | while read -r f; do cp "$f" "$root/$f"; done); }
 trap restore EXIT
-(cd "$b_dir" && find . -type f) | while read -r f; do
-  if [ -e "$f" ]; then mkdir -p "$saved/$(dirname "$f")" && cp "$f" "$saved/$f"; fi
-  cp "$b_dir/$f" "$f"
-  echo "ab-run: B replaces ${f#./}"
+overlay() {
+  (cd "$1" && find . -type f) | while read -r f; do
+    if [ -e "$f" ] && [ ! -e "$saved/$f" ]; then mkdir -p "$saved/$(dirname "$f")" && cp "$f" "$saved/$f"; fi
+    cp "$1/$f" "$f"
+  done
+}
+
+i=0
+for d in "${arms[@]}"; do
+  i=$((i + 1))
+  restore
+  overlay "$d"
+  names+=("$(basename "$d")")
+  echo "ab-run: arm ${names[$i]} replaces $(cd "$d" && find . -type f | sed 's|^\./||' | tr '\n' ' ')"
+  last=$(( i == ${#arms[@]} ))
+  steps=none
+  [ "$last" = 1 ] && steps=${STRATA_AB_CHECKS:-parity,parity-decoder,run-spec}
+  STRATA_DEVICE_STEPS=$steps STRATA_DEVICE_PACK=0 STRATA_DEVICE_BUDGET_S=${STRATA_AB_CHECK_S:-330} \
+    OUT=/tmp/ab-build-$i bash bench/device-run.sh >/tmp/ab-build-$i.out 2>&1 ||
+    { echo "ab-run: arm ${names[$i]} did not build"; tail -n 40 /tmp/ab-build-$i/build.log; exit 1; }
+  cp build-device/bin/strata /tmp/strata-$i
 done
-checks=${STRATA_AB_CHECKS:-parity,parity-decoder,run-spec}
-STRATA_DEVICE_STEPS=$checks STRATA_DEVICE_PACK=0 STRATA_DEVICE_BUDGET_S=${STRATA_AB_CHECK_S:-330} \
-  OUT=/tmp/ab-checks-b bash bench/device-run.sh >/tmp/ab-checks-b.out 2>&1 ||
-  { echo "ab-run: arm B did not build"; tail -n 40 /tmp/ab-checks-b/build.log; exit 1; }
-cp build-device/bin/strata /tmp/strata-b
-echo "== arm B checks"
-sed -n '/^== summary/,$p' /tmp/ab-checks-b.out | grep -v '^recipe\|no result' || true
-cp /tmp/ab-checks-b/steps.txt "$OUT/ab/checks-b-steps.txt"
-for f in parity.json parity-decoder.json run-spec.log; do
-  [ -e "/tmp/ab-checks-b/$f" ] && cp "/tmp/ab-checks-b/$f" "$OUT/ab/b-$f"
+echo "== checks of arm ${names[$i]}"
+sed -n '/^== summary/,$p' /tmp/ab-build-$i.out | grep -v '^recipe\|no result' || true
+for f in steps.txt parity.json parity-decoder.json run-spec.log; do
+  [ -e "/tmp/ab-build-$i/$f" ] && cp "/tmp/ab-build-$i/$f" "$OUT/ab/checks-$f"
 done
 
-# Alternating rounds of the same bench.
 for recipe in $recipes; do
   for r in $(seq 1 "$rounds"); do
-    for arm in a b; do
-      "/tmp/strata-$arm" bench --device cuda --synth "$recipe" --layers 48 --ctx 4096 --gen 128 --forced \
-        --synth-dir /tmp/strata-shape --json "$OUT/ab/$recipe-$arm-$r.json" "$@" >"$OUT/ab/$recipe-$arm-$r.log" 2>&1 ||
-        echo "ab-run: $recipe arm $arm round $r failed (ab/$recipe-$arm-$r.log)"
+    for k in "${!names[@]}"; do
+      "/tmp/strata-$k" bench --device cuda --synth "$recipe" --layers 48 --ctx 4096 --gen 128 --forced \
+        --synth-dir /tmp/strata-shape --json "$OUT/ab/$recipe-$k-$r.json" "$@" >"$OUT/ab/$recipe-$k-$r.log" 2>&1 ||
+        echo "ab-run: $recipe arm ${names[$k]} round $r failed (ab/$recipe-$k-$r.log)"
     done
   done
 done
 
-echo "== A/B (ms per token, decode run; window sweep rows when asked for)"
-python3 - "$OUT/ab" "$rounds" $recipes <<'PY'
-import json, os, statistics, sys
-out, rounds, recipes = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+echo "== ms per token (decode run; sweep rows: ms per window), per round, then the median against A's"
+python3 - "$OUT/ab" "$rounds" "${names[*]}" $recipes <<'PY'
+import json, statistics, sys
+out, rounds, names, recipes = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4:]
 
 def rows(path):
     try:
@@ -78,15 +91,15 @@ def rows(path):
     return found
 
 for recipe in recipes:
-    got = {arm: [rows(f"{out}/{recipe}-{arm}-{r}.json") for r in range(1, rounds + 1)] for arm in "ab"}
-    keys = sorted({k for arm in got for run in got[arm] for k in run})
-    for k in keys:
-        a = [run[k] for run in got["a"] if k in run]
-        b = [run[k] for run in got["b"] if k in run]
-        if not a or not b:
-            print(f"{recipe} {k}: missing rounds (a {len(a)}, b {len(b)})")
-            continue
-        ma, mb = statistics.median(a), statistics.median(b)
-        print(f"{recipe} {k}: A {' '.join(f'{v:.3f}' for v in a)} | B {' '.join(f'{v:.3f}' for v in b)} | "
-              f"median A {ma:.3f} B {mb:.3f} ({100 * (mb - ma) / ma:+.2f}%)")
+    got = [[rows(f"{out}/{recipe}-{k}-{r}.json") for r in range(1, rounds + 1)] for k in range(len(names))]
+    for key in sorted({key for arm in got for run in arm for key in run}):
+        vals = [[run[key] for run in arm if key in run] for arm in got]
+        base = statistics.median(vals[0]) if vals[0] else None
+        for name, v in zip(names, vals):
+            if not v:
+                print(f"{recipe} {key} {name:>10}: no rounds")
+                continue
+            m = statistics.median(v)
+            rel = f" ({100 * (m - base) / base:+.2f}%)" if base else ""
+            print(f"{recipe} {key} {name:>10}: {' '.join(f'{x:.3f}' for x in v)} | median {m:.3f}{rel}")
 PY
