@@ -12,8 +12,10 @@
 #   git diff --name-only main BRANCH | while read -r f; do
 #     mkdir -p "scratch/b/$(dirname "$f")"; git show "BRANCH:$f" >"scratch/b/$f"; done
 # Usage (device): STRATA_AB_B="scratch/b1 scratch/b2 ..." [STRATA_AB_ROUNDS=3]
-#   [STRATA_AB_CHECKS=parity,parity-decoder,run-spec] [STRATA_AB_RECIPES="iq3_xxs q2_0"]
-#   bash bench/ab-run.sh [extra strata bench args, e.g. --window 4]
+#   [STRATA_AB_ENV="LABEL:ARM:VAR=V[,VAR=V] ..."] [STRATA_AB_CHECKS=parity,parity-decoder,run-spec]
+#   [STRATA_AB_RECIPES="iq3_xxs q2_0"] bash bench/ab-run.sh [extra strata bench args, e.g. --window 4]
+# STRATA_AB_ENV adds arms that run an arm's binary (ARM: A or a folder's name) with environment
+# switches, e.g. "splits256:attn:STRATA_ATTN_SPLITS=256".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -65,10 +67,30 @@ for f in steps.txt parity.json parity-decoder.json run-spec.log; do
   [ -e "/tmp/ab-build-$i/$f" ] && cp "/tmp/ab-build-$i/$f" "$OUT/ab/checks-$f"
 done
 
+# Arms run as (binary, environment); the environment arms after the built ones.
+bins=()
+envs=()
+for k in "${!names[@]}"; do
+  bins+=("/tmp/strata-$k")
+  envs+=("")
+done
+for spec in ${STRATA_AB_ENV:-}; do
+  IFS=: read -r label base assigns <<<"$spec"
+  found=""
+  for k in "${!names[@]}"; do
+    [ "${names[$k]}" = "$base" ] && found=$k
+  done
+  [ -n "$found" ] || { echo "ab-run: STRATA_AB_ENV arm $label names no arm '$base'"; continue; }
+  names+=("$label")
+  bins+=("/tmp/strata-$found")
+  envs+=("${assigns//,/ }")
+done
+
 for recipe in $recipes; do
   for r in $(seq 1 "$rounds"); do
     for k in "${!names[@]}"; do
-      "/tmp/strata-$k" bench --device cuda --synth "$recipe" --layers 48 --ctx 4096 --gen 128 --forced \
+      # shellcheck disable=SC2086  # the arm's assignments split into words on purpose
+      env ${envs[$k]} "${bins[$k]}" bench --device cuda --synth "$recipe" --layers 48 --ctx 4096 --gen 128 --forced \
         --synth-dir /tmp/strata-shape --json "$OUT/ab/$recipe-$k-$r.json" "$@" >"$OUT/ab/$recipe-$k-$r.log" 2>&1 ||
         echo "ab-run: $recipe arm ${names[$k]} round $r failed (ab/$recipe-$k-$r.log)"
     done
