@@ -7,6 +7,7 @@
 #include <string>
 
 #include "decoder_internal.h"
+#include "strata/cuda/device.h"
 #include "strata/cuda/get_rows.h"
 #include "strata/reference/ple.h"
 
@@ -115,6 +116,7 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const model::ModelConfig& confi
                            " values, expected ple row_dim " + std::to_string(config.ple.row_dim));
     impl->ple_table = &table;
   }
+  STRATA_TRY(check_device(options.device));
   DECODER_CUDA_TRY(cudaSetDevice(options.device));
   DECODER_CUDA_TRY(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
   if (side_stream_enabled()) {

@@ -48,11 +48,32 @@ struct ProbeBuffers {
   }
 };
 
+// How many devices the runtime sees. When it cannot count them (no GPU, no driver, a driver too
+// old for this runtime, no access to the device nodes) no device is usable: one error in words,
+// the runtime's reason quoted, rather than a failed call's name.
+Result<int> device_count() {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  const std::string hint = " (this needs an NVIDIA GPU and its driver)";
+  if (e != cudaSuccess) return Status::error(std::string("no CUDA device: ") + cudaGetErrorString(e) + hint);
+  if (count == 0) return Status::error("no CUDA device: the driver reports none" + hint);
+  return count;
+}
+
 }  // namespace
 
+Status check_device(int index) {
+  auto count = device_count();
+  if (!count) return count.status();
+  if (index < 0 || index >= *count)
+    return Status::error("no CUDA device " + std::to_string(index) + ": the devices are 0.." + std::to_string(*count - 1));
+  return Status::ok_status();
+}
+
 Result<std::vector<DeviceInfo>> list_devices() {
-  int count = 0;
-  STRATA_CUDA_TRY(cudaGetDeviceCount(&count));
+  auto counted = device_count();
+  if (!counted) return counted.status();
+  const int count = *counted;
   std::vector<DeviceInfo> devices;
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};
@@ -75,6 +96,7 @@ Result<BandwidthResult> measure_read_bandwidth(int device, size_t bytes, int pas
   if (passes < 1) return Status::error("cuda: bandwidth probe: expected passes >= 1, got " + std::to_string(passes));
   const size_t n = bytes / sizeof(uint4);
   if (n == 0) return Status::error("cuda: bandwidth probe: buffer of " + std::to_string(bytes) + " bytes is too small");
+  STRATA_TRY(check_device(device));
   STRATA_CUDA_TRY(cudaSetDevice(device));
   cudaDeviceProp prop{};
   STRATA_CUDA_TRY(cudaGetDeviceProperties(&prop, device));

@@ -573,6 +573,7 @@ Result<ParitySummary> run_parity(const ParityOptions& opt) {
   const auto stages = [&]() -> Status {
     run_decode_checks(opt, rep);
     if (opt.host_only) return Status::ok_status();
+    STRATA_TRY(check_device(opt.device));
     PARITY_CUDA(cudaSetDevice(opt.device));
     cudaDeviceProp prop{};
     PARITY_CUDA(cudaGetDeviceProperties(&prop, opt.device));

@@ -22,8 +22,13 @@ struct DeviceInfo {
   size_t l2_bytes = 0;
 };
 
-// Every visible device; an error names the CUDA call that failed (no driver, no device).
+// Every visible device. With none (no GPU, or no usable driver) the error begins "no CUDA device"
+// and quotes the runtime's reason; other errors name the CUDA call that failed.
 Result<std::vector<DeviceInfo>> list_devices();
+
+// OK when device `index` exists; otherwise the same "no CUDA device" error, or one naming the
+// index and how many devices there are.
+Status check_device(int index);
 
 struct BandwidthResult {
   size_t bytes_per_pass = 0;   // bytes read by one pass of the probe
