@@ -5,7 +5,8 @@
 # checks (kernel parity, decoder parity, `run --spec` identity: device-run.sh's steps, on its
 # binary; make it the union of the others' changes), and all arms the full-geometry bench in
 # alternating rounds (A B C ... A B C ...), since the device's speed drifts by about 0.5% between
-# minutes. Prints each round's ms per token and the medians; every round's JSON is left in $OUT/ab/.
+# minutes. Prints each round's ms per token, the medians, and the profile stages that moved;
+# every round's JSON is left in $OUT/ab/.
 #
 # Making an arm's folder from a branch (on the developer machine; folders that git does not ignore
 # travel with the working tree):
@@ -97,12 +98,14 @@ for recipe in $recipes; do
   done
 done
 
-echo "== ms per token (decode run; sweep rows: ms per window), per round, then the median against A's"
+echo "== ms per token (decode run; sweep rows: ms per window), per round, then the median against A's; the profile stages that moved"
 python3 - "$OUT/ab" "$rounds" "${names[*]}" $recipes <<'PY'
 import json, statistics, sys
 out, rounds, names, recipes = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4:]
 
 def rows(path):
+    """The run's numbers: ms per token of the decode run, ms per window of each sweep row, and the
+    decode run's profile stages (ms, events around each stage, launches one at a time)."""
     try:
         c = json.load(open(path))["cuda"]
     except (OSError, ValueError, KeyError):
@@ -110,11 +113,14 @@ def rows(path):
     found = {f"T={c['decode']['window']}": c["decode"]["ms_per_token"]}
     for s in c.get("sweep", []):
         found[f"sweep T={s['window']}"] = s["window_ms_median"]
+    for st in c["decode"].get("profile", []):
+        found[f"stage {st['stage']}"] = st["ms"]
     return found
 
 for recipe in recipes:
     got = [[rows(f"{out}/{recipe}-{k}-{r}.json") for r in range(1, rounds + 1)] for k in range(len(names))]
-    for key in sorted({key for arm in got for run in arm for key in run}):
+    keys = sorted({key for arm in got for run in arm for key in run})
+    for key in [k for k in keys if not k.startswith("stage ")]:
         vals = [[run[key] for run in arm if key in run] for arm in got]
         base = statistics.median(vals[0]) if vals[0] else None
         for name, v in zip(names, vals):
@@ -124,4 +130,14 @@ for recipe in recipes:
             m = statistics.median(v)
             rel = f" ({100 * (m - base) / base:+.2f}%)" if base else ""
             print(f"{recipe} {key} {name:>10}: {' '.join(f'{x:.3f}' for x in v)} | median {m:.3f}{rel}")
+    # Where each arm's time moved: profile stages whose median differs from A's by 0.01 ms or more.
+    stages = [k for k in keys if k.startswith("stage ")]
+    for k, name in enumerate(names[1:], start=1):
+        moved = []
+        for key in stages:
+            a = [run[key] for run in got[0] if key in run]
+            b = [run[key] for run in got[k] if key in run]
+            if a and b and abs(statistics.median(b) - statistics.median(a)) >= 0.01:
+                moved.append(f"{key[6:]} {statistics.median(b) - statistics.median(a):+.3f}")
+        print(f"{recipe} profile {name:>10} against A (ms): {', '.join(moved) if moved else 'no stage moved 0.01 ms'}")
 PY
