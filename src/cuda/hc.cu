@@ -136,7 +136,8 @@ __global__ void __launch_bounds__(kEltThreads) add_inplace_kernel(float* __restr
 // 2 = 6.6 MB from HBM (prefetched to L2 before pdl_wait, so the fetch overlaps the previous
 // kernel's tail; each element read once for all T rows); X slice T * 10 KB and norm slice 10 KB per
 // CTA from L2 (3.3 MB + 3.3 MB at T = 1). Work: the sum of squares (H per row and stream, double),
-// then per weight element 2 multiplies for xn (once per t) and one FMA per t. Each thread keeps
+// per weight element one multiply x * norm (once per t) and one FMA per t, and per stream sum one
+// multiply by the stream's inv_rms. Each thread keeps
 // 2 x 4 16-byte weight loads in flight (32 KB per CTA). With a folded combine every CTA forms
 // x + alpha_prev * y itself where it reads x (y: T * 10 KB more per CTA from L2) and cluster 0
 // writes the combined X to x_out (T * 40 KB): the separate combine launch (read 2 x, write x) goes.
@@ -173,7 +174,8 @@ constexpr int kPreThreads = 256;
 // Output rows of [down; inject] per cluster: 4 at T = 1 (81 clusters, 324 CTAs, three per SM);
 // 5 at T = 2, whose form fits two CTAs per SM: 65 clusters (260 CTAs) then run as one wave on
 // 132 SMs where 81 took a second, mostly empty one (H200: T = 2 windows 7.97 -> 7.87 ms). At
-// T = 4 and 8 five rows spill (48 bytes a thread at T = 4) and measured no faster.
+// T = 4 and 8 five rows spill (92 bytes a thread at T = 4 under the 128 registers of two CTAs
+// per SM).
 template <int kT>
 constexpr int kPreRows = kT == 2 ? 5 : 4;
 constexpr int kPreBatch = 2;  // 16-byte vectors per row and thread in flight
@@ -223,6 +225,30 @@ __device__ __forceinline__ void load_pre_batch(uint4 (&w)[kPreBatch][kRows], con
   }
 }
 
+// This thread's share of the window's X for one stream, x_out written where the fold asks for it,
+// and the sum of squares per row t in double (as reference::grouped_rms_norm).
+template <int kT>
+__device__ __forceinline__ void pre_squares(const HcPreParams& p, int sid, bool write_x, double (&ss)[kT]) {
+  const int64_t wide = static_cast<int64_t>(p.S) * p.H, col0 = static_cast<int64_t>(sid) * p.H;
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    ss[t] = 0.0;
+    if (t >= p.T) continue;
+    for (int q = threadIdx.x; q < p.H / 4; q += kPreThreads) {
+      float v[4];
+      load_mix_x<4>(p, t, sid, 4 * q, v);
+      if (write_x) *reinterpret_cast<float4*>(p.x_out + t * wide + col0 + 4 * q) = make_float4(v[0], v[1], v[2], v[3]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ss[t] += static_cast<double>(v[e]) * v[e];
+    }
+  }
+}
+
+// The dot products are taken over x * norm and each stream's sum is scaled by its inv_rms once
+// (down(xn) = sum_s inv_rms_s * sum_j w * (x * norm)): the rms is not needed inside the loop, so
+// at T = 1 (kOnePass) the sums of squares ride along in the same pass over X and the CTA reduces
+// them together with the dots, one barrier for both. At T >= 2 the squares are reduced first (their
+// kT doubles would otherwise stay live through the loop), which leaves room for 5 rows at T = 4.
 template <quant::Type WT, int kT>
 __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(const HcPreParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -230,6 +256,7 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
 #else
   constexpr int kVec = kWeightsPerVec<WT>;
   constexpr int kRows = kPreRows<kT>;
+  constexpr bool kOnePass = kT == 1;
   __shared__ double ss_part[kPreWarps][kMaxWindowRows];
   __shared__ float rms[kMaxWindowRows];
   __shared__ float red[kPreWarps][kRows][kMaxWindowRows];
@@ -241,6 +268,8 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
   const int nvec = p.H / kVec;
   const int64_t col0 = static_cast<int64_t>(sid) * p.H;  // the stream's first column of a wide row
   const int64_t wide = static_cast<int64_t>(p.S) * p.H;
+  const bool write_x = p.y != nullptr && row0 == 0;      // cluster 0 writes the combined X once
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   pdl_launch_dependents();
   const uint8_t* rows[kRows];
@@ -257,39 +286,27 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
   load_pre_batch<WT, kRows>(w, rows, threadIdx.x, nvec);  // weights: no kernel of the window writes them
   pdl_wait();
 
-  // This stream's sum of squares per row t, in double as reference::grouped_rms_norm.
   double ss[kT];
+  if constexpr (!kOnePass) {
+    pre_squares<kT>(p, sid, write_x, ss);
 #pragma unroll
-  for (int t = 0; t < kT; ++t) {
-    ss[t] = 0.0;
-    if (t >= p.T) continue;
-    for (int q = threadIdx.x; q < p.H / 4; q += kPreThreads) {
-      float v[4];
-      load_mix_x<4>(p, t, sid, 4 * q, v);
-      // Cluster 0 writes the combined X once (each stream's CTA its own slice).
-      if (p.y != nullptr && row0 == 0)
-        *reinterpret_cast<float4*>(p.x_out + t * wide + col0 + 4 * q) = make_float4(v[0], v[1], v[2], v[3]);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) ss[t] += static_cast<double>(v[e]) * v[e];
+    for (int t = 0; t < kT; ++t) {
+      double v = ss[t];
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == 0) ss_part[warp][t] = v;
     }
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) < p.T) {
+      double total = 0.0;
+      for (int k = 0; k < kPreWarps; ++k) total += ss_part[k][threadIdx.x];
+      rms[threadIdx.x] = inv_rms(total, p.H, p.eps);
+      if (row0 == 0) p.inv_rms[threadIdx.x * p.S + sid] = rms[threadIdx.x];
+    }
+  } else {
+    ss[0] = 0.0;
   }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
-  for (int t = 0; t < kT; ++t) {
-    double v = ss[t];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) ss_part[warp][t] = v;
-  }
-  __syncthreads();
-  if (static_cast<int>(threadIdx.x) < p.T) {
-    double total = 0.0;
-    for (int k = 0; k < kPreWarps; ++k) total += ss_part[k][threadIdx.x];
-    rms[threadIdx.x] = inv_rms(total, p.H, p.eps);
-    if (row0 == 0) p.inv_rms[threadIdx.x * p.S + sid] = rms[threadIdx.x];
-  }
-  __syncthreads();
 
-  // The dot products: xn = (x * r) * w as the reference rounds it, then one FMA per weight and row t.
+  // One FMA per weight and row t over xw = x * norm.
   float acc[kRows][kT];
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
@@ -309,19 +326,28 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
 #pragma unroll
       for (int t = 0; t < kT; ++t) {
         if (t >= p.T) break;
-        float xn[kVec];
-        load_mix_x<kVec>(p, t, sid, v * kVec, xn);
+        float xw[kVec];
+        load_mix_x<kVec>(p, t, sid, v * kVec, xw);
+        if constexpr (kOnePass) {
+          if (write_x)
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) xn[e] = __fmul_rn(__fmul_rn(xn[e], rms[t]), nw[e]);
+            for (int e = 0; e < kVec; e += 4)
+              *reinterpret_cast<float4*>(p.x_out + t * wide + col0 + v * kVec + e) =
+                  make_float4(xw[e], xw[e + 1], xw[e + 2], xw[e + 3]);
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) ss[t] += static_cast<double>(xw[e]) * xw[e];
+        }
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) xw[e] = __fmul_rn(xw[e], nw[e]);
 #pragma unroll
         for (int r = 0; r < kRows; ++r)
 #pragma unroll
-          for (int e = 0; e < kVec; ++e) acc[r][t] = fmaf(wf[r][e], xn[e], acc[r][t]);
+          for (int e = 0; e < kVec; ++e) acc[r][t] = fmaf(wf[r][e], xw[e], acc[r][t]);
       }
     }
   }
 
-  // Lanes, then warps in order, then (rank 0) the streams in order.
+  // Lanes, then warps in order, scaled by the stream's inv_rms, then (rank 0) the streams in order.
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
@@ -329,13 +355,29 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
       const float v = warp_sum(acc[r][t]);
       if (lane == 0) red[warp][r][t] = v;
     }
+  if constexpr (kOnePass) {
+    double v = ss[0];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) ss_part[warp][0] = v;
+  }
   __syncthreads();
   cluster_wait_acquire();  // phase 1: every CTA of the cluster has started
   if (threadIdx.x < kRows * kMaxWindowRows) {
     const int r = threadIdx.x / kMaxWindowRows, t = threadIdx.x % kMaxWindowRows;
     float v = 0.0f;  // rows t >= kT are never read
-    if (t < kT)
+    if (t < kT && t < p.T) {
+      float scale;
+      if constexpr (kOnePass) {  // every thread of row t forms the same total in the same order
+        double total = 0.0;
+        for (int k = 0; k < kPreWarps; ++k) total += ss_part[k][0];
+        scale = inv_rms(total, p.H, p.eps);
+        if (row0 == 0 && r == 0) p.inv_rms[sid] = scale;
+      } else {
+        scale = rms[t];
+      }
       for (int k = 0; k < kPreWarps; ++k) v += red[k][r][t];
+      v *= scale;
+    }
     cluster.map_shared_rank(part_all[sid], 0)[threadIdx.x] = v;
   }
   cluster_arrive_release();  // phase 2: this stream's partials are in rank 0
@@ -360,7 +402,9 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
 constexpr int kPostThreads = 256;
 constexpr int kPostCols = 32;                                  // one q8_1 block of u per cluster
 [[maybe_unused]] constexpr int kLanesPerRow = kPostThreads / kPostCols;         // 8 lanes split one row's K
-constexpr int kPostBatch = 8;                                  // 16-byte vectors per lane in flight
+// 16-byte vectors per lane in flight: rank 320 BF16 is 40 vectors a row, 5 per lane, so one batch
+// holds the whole row (8 left three empty loads' registers that kept T = 4 and 8 above one wave).
+constexpr int kPostBatch = 5;
 
 struct HcPostParams {
   const float* x;
@@ -402,11 +446,22 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
   const uint8_t* row = p.up + (first_row + c) * p.row_bytes;
   const int nvec = p.rank / kVec;
 
+  const int64_t col = first_row + c;  // this stream's column of the wide row
+
   pdl_launch_dependents();
   prefetch_l2(p.up + first_row * p.row_bytes, kPostCols * p.row_bytes);
   uint4 w[kPostBatch];
   load_post_batch<WT>(w, row, sub, nvec);
+  const float nw = sub == 0 ? __ldg(p.norm + col) : 0.0f;
   pdl_wait();
+  // xn's operands, loaded now so that they arrive during the dots rather than after them.
+  float xv[kT], ir[kT];
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    const bool live = sub == 0 && t < p.T;
+    xv[t] = live ? p.x[t * wide + col] : 0.0f;
+    ir[t] = live ? p.inv_rms[t * p.S + sid] : 0.0f;
+  }
 
   float acc[kT];
 #pragma unroll
@@ -436,12 +491,11 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
     for (int o = 1; o < kLanesPerRow; o <<= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], o);
   cluster_wait_acquire();  // phase 1: every CTA of the cluster has started
   if (sub == 0) {
-    const int64_t col = first_row + c;  // this stream's column of the wide row
     float* prod = cluster.map_shared_rank(prod_all[sid], 0);
 #pragma unroll
     for (int t = 0; t < kT; ++t) {
       if (t >= p.T) break;
-      const float xn = __fmul_rn(__fmul_rn(p.x[t * wide + col], p.inv_rms[t * p.S + sid]), p.norm[col]);
+      const float xn = __fmul_rn(__fmul_rn(xv[t], ir[t]), nw);
       prod[t * kPostCols + c] = __fmul_rn(sigmoid_f(acc[t]), xn);
     }
   }

@@ -27,8 +27,10 @@ namespace strata::cuda {
 namespace {
 
 // The kernels keep the reference's order; what differs is the order of the double sums of squares
-// (rounded to the same float nearly always) and CUDA's expf (<= 2 ulp) against the host's: about
-// 1e-7 relative, so 1e-5 leaves room without hiding a wrong index or a missed term.
+// (rounded to the same float nearly always), CUDA's expf (<= 2 ulp) against the host's, and in
+// hc_pre the dots' order and their operand (w * (x * norm) summed, then times inv_rms, where the
+// reference sums w * ((x * inv_rms) * norm)): a few ulp per product, about 1e-7 relative over a
+// row, so 1e-5 leaves room without hiding a wrong index or a missed term.
 constexpr double kHcRelTol = 1e-5;
 // combine, broadcast and add are one IEEE rounding per element on both sides: bit-exact.
 constexpr double kExactTol = 0.0;
