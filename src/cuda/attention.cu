@@ -9,7 +9,9 @@
 #include "attention.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "common.cuh"
@@ -166,9 +168,14 @@ __global__ void __launch_bounds__(kPrepThreads) block_key_kernel(PrepKernelArgs 
 constexpr int kDecodeWarps = 16;
 constexpr int kDecodeThreads = kDecodeWarps * 32;
 constexpr int kTile = 32;              // tokens per K/V tile (one per lane in the score phase)
+constexpr int kScoreBatch = 4;         // K (and query) float4s read before their score FMAs
+constexpr int kPvBatch = 4;            // tokens whose V float4s and weights are read before their FMAs
+static_assert(32 % kScoreBatch == 0 && kPvBatch == 4);  // hd / 4 in {32, 64}; weights read as a float4
 constexpr int kListCap = 2048;         // visible tokens listed at once per CTA
 constexpr int kQPerWarp = (kMaxWindowRows * kMaxGroup + kDecodeWarps - 1) / kDecodeWarps;
-constexpr int kMaxSplitsTotal = 128;   // CTAs of one window: about one wave on 132 SMs
+constexpr int kDefaultSplitsTotal = 128;  // CTAs of one window by default: about one wave on 132 SMs
+constexpr int kMaxSplits = 512;           // splits per kv head (STRATA_ATTN_SPLITS); attn_combine_kernel's bound
+static_assert(kDefaultSplitsTotal <= kMaxSplits);
 
 struct DecodeKernelArgs {
   const float* q;
@@ -286,6 +293,22 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) attn_split_kernel(DecodeKer
   if (tid < p.T) n_sel_s[tid] = p.ratio > 0 ? p.n_sel[tid] : -1;
   __syncthreads();
 
+  // This thread's share of the 16-byte copies of tile rows list[base ..] of K (into k_s's padded
+  // rows) or V, one commit group; rows past the list's end are zero-filled (p = 0 must not meet
+  // NaN). Every thread commits, so the groups stay in step across the CTA.
+  static_assert(kTile * 32 * NC % kDecodeThreads == 0);
+  const auto issue_tile = [&](const float* src, float4* dst, int dst_stride4, int base, int n_list) {
+    constexpr int kHd4 = 32 * NC;  // hd / 4
+#pragma unroll 1
+    for (int r = 0; r < kTile * kHd4 / kDecodeThreads; ++r) {
+      const int i = tid + r * kDecodeThreads, j = i / kHd4, c = i % kHd4;
+      const bool real = base + j < n_list;
+      const int64_t row = real ? (static_cast<int64_t>(list[base + j]) * p.nkv + g) * kHd4 : 0;
+      cp_async16(dst + j * dst_stride4 + c, reinterpret_cast<const float4*>(src) + row + c, real ? 16 : 0);
+    }
+    cp_async_commit();
+  };
+
   float4 acc[kQPerWarp][NC];
   float m[kQPerWarp], l[kQPerWarp];
 #pragma unroll
@@ -321,19 +344,18 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) attn_split_kernel(DecodeKer
     }
     __syncthreads();
 
+    // K and V tiles arrive by cp.async, one commit group per tile and tensor, in the order K of
+    // tile 0, V of tile 0, K of tile 1, V of tile 1, ...: a tile's K copies are issued once every
+    // warp has read the previous K tile (they run under the previous tile's values phase), its V
+    // copies once every warp has used the previous V tile (they run under this tile's scores).
+    if (list_n > 0) {
+      issue_tile(p.k, k_s, ks4, 0, list_n);
+      issue_tile(p.v, v_s, hd4, 0, list_n);
+    }
     for (int base = 0; base < list_n; base += kTile) {
       const int n_tile = min(kTile, list_n - base);
-      for (int i = tid; i < kTile * hd4; i += kDecodeThreads) {
-        const int j = i / hd4, c = i % hd4;
-        float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv = kv;  // zero rows: p = 0 must not meet NaN
-        if (j < n_tile) {
-          const int64_t row = (static_cast<int64_t>(list[base + j]) * p.nkv + g) * hd4;
-          kv = reinterpret_cast<const float4*>(p.k)[row + c];
-          vv = reinterpret_cast<const float4*>(p.v)[row + c];
-        }
-        k_s[j * ks4 + c] = kv;
-        v_s[i] = vv;
-      }
+      const bool more = base + kTile < list_n;
+      cp_async_wait<1>();  // this tile's K (its V may still be in flight)
       __syncthreads();
 
       // Scores: lane = token of the tile. Four partial sums per query vector (one per float4
@@ -341,17 +363,27 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) attn_split_kernel(DecodeKer
       float4 sc4[kQPerWarp];
 #pragma unroll
       for (int qi = 0; qi < kQPerWarp; ++qi) sc4[qi] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      // kScoreBatch dims at a time: the lane's K float4s, then per query vector its float4s, then
+      // the FMAs; every sc4 component still takes its products in ascending c.
       const float4* krow = k_s + lane * ks4;
-      for (int c = 0; c < hd4; ++c) {
-        const float4 kk = krow[c];
+      for (int c0 = 0; c0 < hd4; c0 += kScoreBatch) {
+        float4 kk[kScoreBatch];
+#pragma unroll
+        for (int u = 0; u < kScoreBatch; ++u) kk[u] = krow[c0 + u];
 #pragma unroll
         for (int qi = 0; qi < kQPerWarp; ++qi) {
           if (qi >= nq) break;
-          const float4 qq = q_s[(warp + kDecodeWarps * qi) * hd4 + c];
-          sc4[qi].x = fmaf(qq.x, kk.x, sc4[qi].x);
-          sc4[qi].y = fmaf(qq.y, kk.y, sc4[qi].y);
-          sc4[qi].z = fmaf(qq.z, kk.z, sc4[qi].z);
-          sc4[qi].w = fmaf(qq.w, kk.w, sc4[qi].w);
+          const float4* qrow = q_s + (warp + kDecodeWarps * qi) * hd4 + c0;
+          float4 qq[kScoreBatch];
+#pragma unroll
+          for (int u = 0; u < kScoreBatch; ++u) qq[u] = qrow[u];
+#pragma unroll
+          for (int u = 0; u < kScoreBatch; ++u) {
+            sc4[qi].x = fmaf(qq[u].x, kk[u].x, sc4[qi].x);
+            sc4[qi].y = fmaf(qq[u].y, kk[u].y, sc4[qi].y);
+            sc4[qi].z = fmaf(qq[u].z, kk[u].z, sc4[qi].z);
+            sc4[qi].w = fmaf(qq[u].w, kk[u].w, sc4[qi].w);
+          }
         }
       }
       float sc[kQPerWarp];
@@ -377,7 +409,6 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) attn_split_kernel(DecodeKer
         }
         p_s[(warp * kQPerWarp + qi) * 32 + lane] = pj;
       }
-      __syncwarp();
 
       // Values: acc = acc * alpha + sum_j p_j v_j.
 #pragma unroll
@@ -389,19 +420,45 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) attn_split_kernel(DecodeKer
           acc[qi][c].z *= alpha[qi];
           acc[qi][c].w *= alpha[qi];
         }
-      for (int j = 0; j < n_tile; ++j) {
+      cp_async_wait<0>();  // this tile's V
+      __syncthreads();     // V and the warp's p_s visible; every warp is done with k_s
+      if (more) issue_tile(p.k, k_s, ks4, base + kTile, list_n);
+      // kPvBatch tokens at a time: their V float4s first, then per query vector the tokens'
+      // weights (one float4) and the FMAs; every accumulator still takes its tokens in ascending j,
+      // the same operands in the same order as one token at a time.
+      const float* pw = p_s + warp * kQPerWarp * 32;
+      int j = 0;
+      for (; j + kPvBatch <= n_tile; j += kPvBatch) {
+        float4 vv[kPvBatch][NC];
+#pragma unroll
+        for (int u = 0; u < kPvBatch; ++u)
+#pragma unroll
+          for (int c = 0; c < NC; ++c) vv[u][c] = v_s[(j + u) * hd4 + 32 * c + lane];
+#pragma unroll
+        for (int qi = 0; qi < kQPerWarp; ++qi) {
+          if (qi >= nq) break;
+          const float4 w4 = *reinterpret_cast<const float4*>(pw + qi * 32 + j);
+          const float w[kPvBatch] = {w4.x, w4.y, w4.z, w4.w};
+#pragma unroll
+          for (int u = 0; u < kPvBatch; ++u)
+#pragma unroll
+            for (int c = 0; c < NC; ++c) acc[qi][c] = axpy4(w[u], vv[u][c], acc[qi][c]);
+        }
+      }
+      for (; j < n_tile; ++j) {
         float4 vv[NC];
 #pragma unroll
         for (int c = 0; c < NC; ++c) vv[c] = v_s[j * hd4 + 32 * c + lane];
 #pragma unroll
         for (int qi = 0; qi < kQPerWarp; ++qi) {
           if (qi >= nq) break;
-          const float w = p_s[(warp * kQPerWarp + qi) * 32 + j];
+          const float w = pw[qi * 32 + j];
 #pragma unroll
           for (int c = 0; c < NC; ++c) acc[qi][c] = axpy4(w, vv[c], acc[qi][c]);
         }
       }
-      __syncthreads();  // the next tile overwrites k_s, v_s and p_s
+      __syncthreads();  // every warp is done with v_s (and p_s); the next list overwrites list and masks
+      if (more) issue_tile(p.v, v_s, hd4, base + kTile, list_n);
     }
   }
 
@@ -434,8 +491,8 @@ __global__ void __launch_bounds__(kCombineThreads) attn_combine_kernel(DecodeKer
                                                                        int64_t qg_stride, float* __restrict__ o,
                                                                        uint8_t* __restrict__ o_q8,
                                                                        int64_t o_q8_stride) {
-  __shared__ float weight[kMaxSplitsTotal];
-  __shared__ float part_l[kMaxSplitsTotal];
+  __shared__ float weight[kMaxSplits];
+  __shared__ float part_l[kMaxSplits];
   __shared__ float inv_l;
   pdl_launch_dependents();
   pdl_wait();
@@ -452,21 +509,32 @@ __global__ void __launch_bounds__(kCombineThreads) attn_combine_kernel(DecodeKer
   for (int e = 0; e < 4; ++e) gv[e] = gate[a0 + e];
   // The max over the splits: fmaxf is exact and order-free (a zero's sign cannot change
   // expf(ms - mx)), so the lanes reduce it in parallel; weights and the sum as before, the sum
-  // in split order.
+  // in split order. Lane s % 32 loads split s's max and sum (kMaxBatch per lane in flight),
+  // keeps the max in weight[s] until mx is known, then turns it into the weight.
+  constexpr int kMaxBatch = 4;
   float mx = -INFINITY;
-  float ms_own[kMaxSplitsTotal / kCombineThreads];
+  for (int s0 = 0; s0 < active; s0 += kMaxBatch * kCombineThreads) {
+    float ms[kMaxBatch], ls[kMaxBatch];
 #pragma unroll
-  for (int j = 0; j < kMaxSplitsTotal / kCombineThreads; ++j) {
-    const int s = lane + kCombineThreads * j;
-    ms_own[j] = s < active ? p.part_m[s * stride + r0] : -INFINITY;
-    if (s < active) part_l[s] = p.part_l[s * stride + r0];
-    mx = fmaxf(mx, ms_own[j]);
+    for (int j = 0; j < kMaxBatch; ++j) {
+      const int s = s0 + lane + kCombineThreads * j;
+      ms[j] = s < active ? p.part_m[s * stride + r0] : -INFINITY;
+      ls[j] = s < active ? p.part_l[s * stride + r0] : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kMaxBatch; ++j) {
+      const int s = s0 + lane + kCombineThreads * j;
+      if (s < active) {
+        weight[s] = ms[j];
+        part_l[s] = ls[j];
+      }
+      mx = fmaxf(mx, ms[j]);
+    }
   }
   mx = warp_max(mx);
-#pragma unroll
-  for (int j = 0; j < kMaxSplitsTotal / kCombineThreads; ++j) {
-    const int s = lane + kCombineThreads * j;
-    if (s < active) weight[s] = ms_own[j] == -INFINITY ? 0.0f : expf(ms_own[j] - mx);
+  for (int s = lane; s < active; s += kCombineThreads) {
+    const float ms = weight[s];  // this lane's own store
+    weight[s] = ms == -INFINITY ? 0.0f : expf(ms - mx);
   }
   __syncwarp();
   if (lane == 0) {
@@ -527,10 +595,38 @@ Status check_dims(const AttnDims& d, int T, const char* op) {
   return Status::ok_status();
 }
 
+// STRATA_ATTN_SPLITS=N (1..kMaxSplits): N splits per kv head instead of the default (the other
+// arm of a measurement). Read once per process: the scratch sized from it and a graph captured
+// with it must agree with every later launch. An invalid value leaves the default for sizing
+// and makes attn_decode fail with `error`.
+struct SplitsOverride {
+  int splits = 0;  // 0: unset
+  std::string error;
+};
+
+const SplitsOverride& splits_override() {
+  static const SplitsOverride o = [] {
+    SplitsOverride r;
+    const char* v = std::getenv("STRATA_ATTN_SPLITS");
+    if (v == nullptr) return r;
+    errno = 0;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (end == v || *end != '\0' || errno == ERANGE || n < 1 || n > kMaxSplits)
+      r.error = "STRATA_ATTN_SPLITS is not valid (expected an integer 1.." + std::to_string(kMaxSplits) + ", got \"" +
+                std::string(v) + "\")";
+    else
+      r.splits = static_cast<int>(n);
+    return r;
+  }();
+  return o;
+}
+
 }  // namespace
 
 int attn_decode_splits(const AttnDims& d) {
-  return d.n_head_kv > 0 ? std::max(1, kMaxSplitsTotal / d.n_head_kv) : 1;
+  if (splits_override().splits > 0) return splits_override().splits;
+  return d.n_head_kv > 0 ? std::max(1, kDefaultSplitsTotal / d.n_head_kv) : 1;
 }
 
 Status attn_prep(const AttnDims& d, const AttnPrepArgs& a, const int64_t* pos, int T, const AttnCacheView& cache,
@@ -567,6 +663,7 @@ Status attn_decode(const AttnDims& d, const float* q, const float* qg, const int
                    const AttnCacheView& cache, const int32_t* sel, const int32_t* n_sel, void* scratch, float* o,
                    Stream stream, int64_t qg_stride, void* o_q8, int64_t o_q8_stride) {
   STRATA_TRY(check_dims(d, T, "attn_decode"));
+  if (!splits_override().error.empty()) return Status::error("attn_decode: " + splits_override().error);
   if (!q || !qg || !pos || !o || !scratch) return Status::error("attn_decode: q, qg, pos, o and scratch are required");
   if (!cache.k || !cache.v) return Status::error("attn_decode: cache.k and cache.v are required");
   if (d.ratio > 0 && (!sel || !n_sel)) return Status::error("attn_decode: sel and n_sel are required when ratio > 0");

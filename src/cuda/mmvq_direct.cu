@@ -28,10 +28,12 @@
 //     16-byte load per half) and, per half, (d, d * sum of its 16 codes): the exact activation sum
 //     the K types' min term needs (the reference dequantizes activations to d * q; d * sum is
 //     exact in binary32: 11-bit codes sum times an f16 d).
-//   * CTAs walk row sets grid-stride, the grid sized to whole resident waves, so the act unpack is
-//     paid once per CTA rather than once per row set.
+//   * CTAs walk row sets grid-stride, the grid as many CTAs as fit resident at once (or fewer
+//     when there are fewer row sets), so the act unpack is paid once per CTA rather than once
+//     per row set.
 //   * Per half: y += (d_a * scale) * dot + min * (d_a * sum): the reference's products, summed in
 //     another order (docs/PARITY.md bounds mmvq by relative error).
+#include <algorithm>
 #include <cstdint>
 
 #include "launch.cuh"
@@ -350,8 +352,9 @@ Result<MmvqPlan> plan_direct(Type type, const Shape& p, const DeviceCaps& caps) 
   const int64_t sets = (p.rows + 32 / G - 1) / (32 / G);
   const int64_t ctas = (sets + kWarps - 1) / kWarps;
   const int64_t slots = static_cast<int64_t>(*occ) * caps.sm_count;
-  const int64_t passes = (ctas + slots - 1) / slots;
-  plan.grid = static_cast<int>((ctas + passes - 1) / passes);
+  // Every resident slot takes a CTA (the row sets are walked grid-stride): more warps keep loads
+  // in flight than whole balanced passes would (qkvz: 660 CTAs instead of 512).
+  plan.grid = static_cast<int>(std::min(ctas, slots));
   plan.ksplit = 1;
   return plan;
 }

@@ -533,7 +533,7 @@ void run_host_checks(const ParityOptions& opt, Reporter& rep) {
     r.line = "attn_split_plan_host(splits cover 0..n once, whole tiles)";
     if (rep.wanted(r.line)) {
       std::string bad;
-      for (int splits : {1, 2, 64, 128})
+      for (int splits : {1, 2, 64, 128, 512})
         for (int64_t n = 1; n <= 300000 && bad.empty(); n += (n < 5000 ? 1 : 997)) {
           const attn_detail::SplitPlan p = attn_detail::split_plan(n, splits);
           const bool covers = p.active >= 1 && p.active <= splits && (p.active - 1) * p.chunk < n && p.active * p.chunk >= n;
