@@ -132,6 +132,21 @@ constexpr int kRecWarps = 8;
 constexpr int kRecThreads = kRecWarps * 32;
 constexpr int kRecCols = 32;  // value columns per CTA: one per lane
 
+// The CTAs per SM each form of gdn_recurrent_kernel is held to (its __launch_bounds__ minimum)
+// on sm_80 .. sm_90: the occupancy each had there before its operands were copied early, the
+// register budget 65536 / (kRecThreads * n), 8-aligned, being 40 for 6, 64 for 4 and 80 for 3.
+// Without the bound ptxas may spend registers on scheduling freedom and lose a CTA per SM. Turing
+// and sm_120 keep no minimum (0, the attribute's default): a Turing SM holds 1024 threads, and
+// ptxas spills on sm_120 at these budgets.
+constexpr int rec_min_ctas_per_sm(int D, bool conv, bool norm) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && __CUDA_ARCH__ < 1000
+  return !conv ? 6 : D == 128 || (D == 64 && norm) ? 3 : 4;
+#else
+  (void)D, (void)conv, (void)norm;
+  return 0;
+#endif
+}
+
 // kNorm: rows t = 4 * warp + lane / 8 of the output pass, eight lanes (one q8_1 block) per row.
 constexpr int kNormRowsPerWarp = 4;
 static_assert(kMaxWindowRows <= kRecWarps, "the fused norm's row sums take one warp per row");
@@ -167,24 +182,70 @@ struct RecArgs {
   int64_t q8_stride;
 };
 
+// ---- operands copied early ------------------------------------------------------------------------
+
+// One float global -> shared without passing through registers (cp.async, sm_80+; a synchronous
+// copy before), for an operand copied at the start of the kernel and read much later: its
+// latency overlaps the work in between, and no register holds it meanwhile. The copying thread
+// reads the value after cp_async_commit() and cp_async_wait (common.cuh); others after a barrier too.
+__device__ __forceinline__ void cp_async4(float* smem_dst, const float* gmem_src) {
+#if __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(gmem_src) : "memory");
+#else
+  *smem_dst = *gmem_src;
+#endif
+}
+
+// The operands of row t's gates (beta = sigmoid(b), decay = exp(A * softplus(a + dt_bias))),
+// copied by thread t < T, the thread that computes them: b and a (activations) after pdl_wait, A
+// and dt_bias of the head (weights) before it, one copy per row so that each thread reads only
+// its own copies.
+struct GateOperands {
+  float b[kMaxWindowRows], a[kMaxWindowRows], ssm_a[kMaxWindowRows], dt_bias[kMaxWindowRows];
+};
+
 // ---- kNorm: the gated norm in the recurrent kernel ------------------------------------------------
+
+// The operands of the epilogue's output pass that no computation of the kernel produces, this
+// CTA's 32 columns: z of the window's rows (activations, copied after pdl_wait) and the norm
+// weights (before it). Read by other threads than the copying ones, after the epilogue's barrier.
+struct NormOperands {
+  float z[kMaxWindowRows][kRecCols];
+  float w[kRecCols];
+};
+static_assert(kMaxWindowRows * kRecCols <= kRecThreads, "one z copy per thread");
+
+// Warp 0, lane l: the weight of column col0 + l (row 0 is always live, so every one is read).
+__device__ __forceinline__ void copy_norm_weights(const RecArgs& p, int col0, NormOperands& ops) {
+  if (threadIdx.x < kRecCols) cp_async4(&ops.w[threadIdx.x], p.norm_w + col0 + threadIdx.x);
+}
+
+// Thread i < T * 32: z of row i / 32, column col0 + i % 32 of head h.
+template <int D>
+__device__ __forceinline__ void copy_norm_z(const RecArgs& p, int h, int col0, NormOperands& ops) {
+  const int i = static_cast<int>(threadIdx.x), t = i / kRecCols, l = i % kRecCols;
+  if (t < p.T) cp_async4(&ops.z[t][l], p.z + t * p.z_stride + static_cast<int64_t>(h) * D + col0 + l);
+}
 
 // gdn_gated_norm_kernel's y (and y_q8) for this CTA's 32 columns of head h, bit for bit. That
 // kernel's lane l sums fmaf(o_i, o_i) over i = l, l + 32, l + 64, ... in order, then the warp
 // butterfly; o_{l + 32c} is lane l's column of the head's CTA c (cluster rank c = blockIdx.x), so
 // warp t reads row t of every CTA's o_blk through DSMEM in rank order and sums alike. Then warps
 // 0 and 1 write the CTA's columns of four rows each, eight lanes per row with four consecutive
-// values: the CTA's 32 columns are one q8_1 block, in gdn_gated_norm_kernel's lane layout.
+// values, from the operands copied early (ops): the CTA's 32 columns are one q8_1 block, in
+// gdn_gated_norm_kernel's lane layout.
 template <int D>
 __device__ __forceinline__ void gated_norm_epilogue(const RecArgs& p, int h, int col0,
                                                     float (&o_blk)[kMaxWindowRows][kRecCols],
-                                                    float (&inv)[kMaxWindowRows]) {
+                                                    float (&inv)[kMaxWindowRows], const NormOperands& ops) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   __trap();  // thread-block clusters need sm_90; gdn_fused_norm_supported() keeps older devices off this path
 #else
   const cg::cluster_group cluster = cg::this_cluster();
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-  cluster.sync();  // every CTA's o_blk rows are written and visible to the cluster
+  cp_async_wait<0>();  // this thread's copies of ops have landed; the barrier below shows them to all
+  cluster.sync();      // every CTA's o_blk rows are written and visible to the cluster
   if (warp < p.T) {
     float ss = 0.0f;
 #pragma unroll
@@ -209,7 +270,7 @@ __device__ __forceinline__ void gated_norm_epilogue(const RecArgs& p, int h, int
       const int64_t row = static_cast<int64_t>(t) * p.n_v_heads * D;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        v[e] = gated_norm_value(p.norm_w[col0 + j0 + e], o_blk[t][j0 + e], inv[t], p.z[t * p.z_stride + col + e]);
+        v[e] = gated_norm_value(ops.w[j0 + e], o_blk[t][j0 + e], inv[t], ops.z[t][j0 + e]);
         p.y[row + col + e] = v[e];
       }
     }
@@ -236,7 +297,8 @@ __device__ __forceinline__ void gated_norm_epilogue(const RecArgs& p, int h, int
 // kNorm (kConv only; launched as clusters of the head's D / 32 CTAs): gated_norm_epilogue after
 // the window, with this CTA's o columns kept in o_blk.
 template <int D, bool kConv, bool kNorm = false>
-__global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const RecArgs p) {
+__global__ void __launch_bounds__(kRecThreads, rec_min_ctas_per_sm(D, kConv, kNorm))
+    gdn_recurrent_kernel(const RecArgs p) {
   static_assert(D % kRecCols == 0 && D % kRecWarps == 0, "head_dim must split into lanes and warps");
   static_assert(kConv || !kNorm, "the fused norm exists in the decoder's conv form only");
   constexpr int R = D / kRecWarps;
@@ -246,6 +308,8 @@ __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const RecArg
   __shared__ float part_r[kRecWarps][kRecCols], part_o[kRecWarps][kRecCols];
   __shared__ float o_blk[kMaxWindowRows][kRecCols];  // kNorm: this CTA's o, read by the cluster
   __shared__ float inv_rms[kMaxWindowRows];          // kNorm: the head's 1 / rms per row
+  __shared__ GateOperands gate_ops;                  // b, a, A, dt_bias of the rows' gates, copied early
+  __shared__ NormOperands norm_ops;                  // kNorm: z and the weights, copied early
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int h = blockIdx.y;
@@ -254,14 +318,36 @@ __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const RecArg
   const int kh = h % p.n_k_heads;  // tiled order (reference key_head)
   const int64_t key_dim = static_cast<int64_t>(p.n_k_heads) * D;
 
+  // Every input that no computation of the kernel produces is requested up front, so that the
+  // latencies overlap one another, the state loads and the conv instead of adding up along the
+  // window: the weights before pdl_wait (no kernel writes them), the activations and the state
+  // right after it. The state goes to registers; the gate and norm operands to shared memory
+  // (cp_async4), for the threads that use them where they did before, with the same arithmetic.
+  const bool gate_thread = static_cast<int>(threadIdx.x) < p.T;  // thread t: row t's gates
+  if (gate_thread) {
+    cp_async4(&gate_ops.ssm_a[threadIdx.x], p.ssm_a + h);
+    cp_async4(&gate_ops.dt_bias[threadIdx.x], p.dt_bias + h);
+  }
+  if constexpr (kNorm) copy_norm_weights(p, col0, norm_ops);
+
   pdl_launch_dependents();
   pdl_wait();  // everything below reads state or activations written by earlier kernels
-  // The state slice first, so its loads are in flight during the prologue. Read once per window:
-  // streaming (evict-first) loads and stores keep it from displacing weights in L2.
+  if (gate_thread) {
+    const int t = threadIdx.x;
+    cp_async4(&gate_ops.b[t], p.b + t * p.ba_stride + h);
+    cp_async4(&gate_ops.a[t], p.a + t * p.ba_stride + h);
+  }
+  cp_async_commit();  // the gate group (with the norm weights)
+  // The state slice, read once per window: streaming (evict-first) loads and stores keep it from
+  // displacing weights in L2.
   const int64_t sbase = static_cast<int64_t>(h) * D * D + col0 + lane;
   float m[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) m[r] = __ldcs(p.state_in + sbase + static_cast<int64_t>(row0 + r) * D);
+  if constexpr (kNorm) {
+    copy_norm_z<D>(p, h, col0, norm_ops);
+    cp_async_commit();  // the z group, awaited in the epilogue
+  }
 
   if constexpr (kConv) {
     const bool owns_qk = h == kh && blockIdx.x == 0;
@@ -321,15 +407,16 @@ __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const RecArg
     const int t = i / kRecCols, l = i % kRecCols;
     vs[t][l] = p.c[static_cast<int64_t>(t) * p.conv_dim + 2 * key_dim + static_cast<int64_t>(h) * D + col0 + l];
   }
-  if (static_cast<int>(threadIdx.x) < p.T) {
+  if (gate_thread) {
     const int t = threadIdx.x;
-    const float bt = p.b[t * p.ba_stride + h], at = p.a[t * p.ba_stride + h];
+    cp_async_wait<kNorm ? 1 : 0>();  // the gate group (the z group may still be in flight)
+    const float bt = gate_ops.b[t], at = gate_ops.a[t];
     if (p.b_keep && blockIdx.x == 0) {  // one writer per (row, head)
       p.b_keep[t * p.n_v_heads + h] = bt;
       p.a_keep[t * p.n_v_heads + h] = at;
     }
     beta[t] = sigmoid(bt);
-    decay[t] = expf(p.ssm_a[h] * softplus(at + p.dt_bias[h]));  // g = A * softplus(a + dt_bias)
+    decay[t] = expf(gate_ops.ssm_a[t] * softplus(at + gate_ops.dt_bias[t]));  // g = A * softplus(a + dt_bias)
   }
   __syncthreads();
 
@@ -371,7 +458,7 @@ __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const RecArg
   // Each element is read and written by the same thread, so state_in == state_out is safe.
 #pragma unroll
   for (int r = 0; r < R; ++r) __stcs(p.state_out + sbase + static_cast<int64_t>(row0 + r) * D, m[r]);
-  if constexpr (kNorm) gated_norm_epilogue<D>(p, h, col0, o_blk, inv_rms);
+  if constexpr (kNorm) gated_norm_epilogue<D>(p, h, col0, o_blk, inv_rms, norm_ops);
 }
 
 // ---- gdn_gated_norm ------------------------------------------------------------------------------
