@@ -6,7 +6,8 @@
 # binary; make it the union of the others' changes), and all arms the full-geometry bench in
 # alternating rounds (A B C ... A B C ...), since the device's speed drifts by about 0.5% between
 # minutes. Prints each round's ms per token, the medians, and the profile stages that moved;
-# every round's JSON is left in $OUT/ab/.
+# every round's JSON is left in $OUT/ab/, packed into $OUT/ab-run.tgz, the summary in
+# $OUT/ab-summary.txt.
 #
 # Making an arm's folder from a branch (on the developer machine; folders that git does not ignore
 # travel with the working tree):
@@ -99,7 +100,7 @@ for recipe in $recipes; do
 done
 
 echo "== ms per token (decode run; sweep rows: ms per window), per round, then the median against A's; the profile stages that moved"
-python3 - "$OUT/ab" "$rounds" "${names[*]}" $recipes <<'PY'
+python3 - "$OUT/ab" "$rounds" "${names[*]}" $recipes <<'PY' | tee "$OUT/ab-summary.txt"
 import json, statistics, sys
 out, rounds, names, recipes = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4:]
 
@@ -141,3 +142,9 @@ for recipe in recipes:
                 moved.append(f"{key[6:]} {statistics.median(b) - statistics.median(a):+.3f}")
         print(f"{recipe} profile {name:>10} against A (ms): {', '.join(moved) if moved else 'no stage moved 0.01 ms'}")
 PY
+
+# The device tool brings back only a few files per call: every round's JSON and log go in one
+# archive (STRATA_AB_PACK=0 leaves them as they are).
+if [ "${STRATA_AB_PACK:-1}" != 0 ]; then
+  tar czf "$OUT/ab-run.tgz" -C "$OUT" ab && rm -rf "$OUT/ab"
+fi

@@ -173,7 +173,10 @@ constexpr int kPvBatch = 4;            // tokens whose V float4s and weights are
 static_assert(32 % kScoreBatch == 0 && kPvBatch == 4);  // hd / 4 in {32, 64}; weights read as a float4
 constexpr int kListCap = 2048;         // visible tokens listed at once per CTA
 constexpr int kQPerWarp = (kMaxWindowRows * kMaxGroup + kDecodeWarps - 1) / kDecodeWarps;
-constexpr int kDefaultSplitsTotal = 128;  // CTAs of one window by default: about one wave on 132 SMs
+// CTAs of one window by default. Two waves on 132 SMs, yet shorter chunks per CTA measured faster
+// than one wave of 128 (H200, 4096 tokens, bench/results/2026-12-01-hc-attn-arms: 5.342 -> 5.271 ms
+// per token; 512 measured 5.370).
+constexpr int kDefaultSplitsTotal = 256;
 constexpr int kMaxSplits = 512;           // splits per kv head (STRATA_ATTN_SPLITS); attn_combine_kernel's bound
 static_assert(kDefaultSplitsTotal <= kMaxSplits);
 

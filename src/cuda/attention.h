@@ -147,7 +147,7 @@ STRATA_ATTN_HD inline bool row_sees(int64_t tok, int64_t pos, int t, int ratio, 
 }  // namespace attn_detail
 
 // Split-K CTAs per kv head of attn_decode: a function of the geometry only, so a captured graph
-// is valid at every position (128 / n_head_kv, or STRATA_ATTN_SPLITS=N in 1..512, read once per
+// is valid at every position (256 / n_head_kv, or STRATA_ATTN_SPLITS=N in 1..512, read once per
 // process; attn_decode fails on a value outside that range).
 int attn_decode_splits(const AttnDims& d);
 

@@ -69,8 +69,9 @@ std::vector<Geometry> geometries() {
       {"small", dims(6, 3, 128, 32, 1e4f, 2, 64, 4, 4, 256), {3, 20, 41, 42, 43, 200}},
       {"odd", dims(5, 1, 128, 16, 1e4f, 3, 32, 3, 5, 300), {1, 17, 30, 31, 32, 250}},
       {"dense", dims(8, 2, 256, 64, 1e7f, 0, 0, 0, 0, 1024), {0, 5, 600, 1000}},
-      // Splits longer than one list of visible tokens (64 splits of ~3.1k positions, all visible).
-      {"dense_long", dims(8, 2, 256, 64, 1e7f, 0, 0, 0, 0, 262144), {200003}},
+      // Splits longer than one list of visible tokens (4 kv heads: 64 splits of ~3.1k positions,
+      // all visible).
+      {"dense_long", dims(8, 4, 256, 64, 1e7f, 0, 0, 0, 0, 262144), {200003}},
   };
 }
 
