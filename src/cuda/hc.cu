@@ -134,7 +134,8 @@ __global__ void __launch_bounds__(kEltThreads) add_inplace_kernel(float* __restr
 // s*H .. s*H+H-1. Released geometry (S=4, H=2560, rank 320, BF16): 81 clusters = 324 CTAs of 256
 // threads, all resident at once (<= 3 per SM). Bytes per launch at T = 1: weights 324 * 4 * 2560 *
 // 2 = 6.6 MB from HBM (prefetched to L2 before pdl_wait, so the fetch overlaps the previous
-// kernel's tail; each element read once for all T rows); X slice T * 10 KB and norm slice 10 KB per
+// kernel's tail; each element read once for all T rows); X slice T * 10 KB (at T >= 4 staged in
+// shared memory once, then read from there by the squares and every row's dots) and norm slice 10 KB per
 // CTA from L2 (3.3 MB + 3.3 MB at T = 1). Work: the sum of squares (H per row and stream, double),
 // per weight element one multiply x * norm (once per t) and one FMA per t, and per stream sum one
 // multiply by the stream's inv_rms. Each thread keeps
@@ -146,11 +147,15 @@ __global__ void __launch_bounds__(kEltThreads) add_inplace_kernel(float* __restr
 // of up (32 * rank weights, contiguous). 8 lanes per row split K = rank; rank 0 sums the S
 // streams' sigmoid(g) * xn in stream order, divides by S, writes u and its q8_1 block. Released
 // geometry: 80 clusters = 320 CTAs, 32 * 320 * 2 = 20 KB of weights per CTA (6.6 MB per launch),
-// 5 16-byte loads per thread, all issued before pdl_wait.
+// 5 16-byte loads per thread, all issued before pdl_wait; at T >= 4 r (T * rank floats) staged in
+// shared memory, so each row t's products read it without an L2 round trip.
 
 namespace cg = cooperative_groups;
 
 constexpr int kMaxClusterStreams = 8;  // the portable cluster size
+// Floats per row that hc_pre (H) and hc_post (rank) stage in shared memory: 8 rows of 4096 are
+// 128 KB, under the 227 KB a CTA may have.
+constexpr int kMaxStagedFloats = 4096;
 
 // Each CTA pushes its partial sums into rank 0's shared memory (common.cuh's cluster barrier
 // halves): rank 0 then reads them locally, and no CTA has to stay resident until rank 0 is done
@@ -212,6 +217,53 @@ __device__ __forceinline__ void load_mix_x(const HcPreParams& p, int t, int sid,
   }
 }
 
+constexpr int kStageBatch = 4;  // float4 per thread whose loads are all issued before any is used
+template <int kT>
+constexpr bool kStagedRows = kT >= 4;  // X (hc_pre) and r (hc_post) staged in shared memory
+
+// This CTA's stream of the window's X (p.T rows of H) into shared memory, xs[t * H/4 + q]: x itself,
+// or with the folded combine x + y * alpha_prev as hc_combine_kernel rounds it (cluster 0 also
+// writes that to x_out). Staged once, X is read from shared memory by the sums of squares and by
+// every row of the dots, instead of one L2 round trip per row t and vector. Windows of T >= 4
+// only (kStagedRows): at T = 1 staging measured 2% slower per token (the barrier after it, for
+// one row that each vector is read from L2 once anyway), at T = 8 4% faster.
+__device__ __forceinline__ void stage_x(const HcPreParams& p, int sid, bool write_x, float4* xs) {
+  const int h4 = p.H / 4, n4 = p.T * h4;
+  const int64_t wide4 = static_cast<int64_t>(p.S) * h4, col4 = static_cast<int64_t>(sid) * h4;
+  const auto* x4 = reinterpret_cast<const float4*>(p.x);
+  const auto* y4 = reinterpret_cast<const float4*>(p.y);
+  auto* out4 = reinterpret_cast<float4*>(p.x_out);
+  for (int base = threadIdx.x; base < n4; base += kPreThreads * kStageBatch) {
+    float4 v[kStageBatch], yv[kStageBatch];
+    float a[kStageBatch];
+#pragma unroll
+    for (int k = 0; k < kStageBatch; ++k) {
+      const int i = base + k * kPreThreads;
+      if (i >= n4) break;
+      const int t = i / h4, q = i % h4;
+      v[k] = __ldg(x4 + t * wide4 + col4 + q);
+      if (p.y != nullptr) {
+        yv[k] = __ldg(y4 + static_cast<int64_t>(t) * h4 + q);
+        a[k] = __ldg(p.alpha_prev + t * p.S + sid);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kStageBatch; ++k) {
+      const int i = base + k * kPreThreads;
+      if (i >= n4) break;
+      float4 f = v[k];
+      if (p.y != nullptr) {
+        f.x = __fadd_rn(f.x, __fmul_rn(yv[k].x, a[k]));
+        f.y = __fadd_rn(f.y, __fmul_rn(yv[k].y, a[k]));
+        f.z = __fadd_rn(f.z, __fmul_rn(yv[k].z, a[k]));
+        f.w = __fadd_rn(f.w, __fmul_rn(yv[k].w, a[k]));
+        if (write_x) out4[(i / h4) * wide4 + col4 + i % h4] = f;
+      }
+      xs[i] = f;
+    }
+  }
+}
+
 // Batch `base` of this thread's vectors of the kPreRows rows (zero past the row or the tensor).
 template <quant::Type WT, int kRows>
 __device__ __forceinline__ void load_pre_batch(uint4 (&w)[kPreBatch][kRows], const uint8_t* const (&rows)[kRows],
@@ -244,6 +296,25 @@ __device__ __forceinline__ void pre_squares(const HcPreParams& p, int sid, bool 
   }
 }
 
+// This thread's share of the sums of squares per row t of the staged X, in double (as
+// reference::grouped_rms_norm).
+template <int kT>
+__device__ __forceinline__ void pre_squares_staged(const HcPreParams& p, const float4* xs, double (&ss)[kT]) {
+  const int h4 = p.H / 4;
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    ss[t] = 0.0;
+    if (t >= p.T) continue;
+    for (int q = threadIdx.x; q < h4; q += kPreThreads) {
+      const float4 v = xs[t * h4 + q];
+      ss[t] += static_cast<double>(v.x) * v.x;
+      ss[t] += static_cast<double>(v.y) * v.y;
+      ss[t] += static_cast<double>(v.z) * v.z;
+      ss[t] += static_cast<double>(v.w) * v.w;
+    }
+  }
+}
+
 // The dot products are taken over x * norm and each stream's sum is scaled by its inv_rms once
 // (down(xn) = sum_s inv_rms_s * sum_j w * (x * norm)): the rms is not needed inside the loop, so
 // at T = 1 (kOnePass) the sums of squares ride along in the same pass over X and the CTA reduces
@@ -261,6 +332,7 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
   __shared__ float rms[kMaxWindowRows];
   __shared__ float red[kPreWarps][kRows][kMaxWindowRows];
   __shared__ float part_all[kMaxClusterStreams][kRows * kMaxWindowRows];  // rank 0's: stream k's dot products
+  extern __shared__ float4 xs[];  // kStagedRows: [p.T][H / 4], this stream's X (stage_x)
   const cg::cluster_group cluster = cg::this_cluster();
   cluster_arrive_relaxed();  // phase 1
   const int sid = static_cast<int>(cluster.block_rank());
@@ -286,9 +358,18 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
   load_pre_batch<WT, kRows>(w, rows, threadIdx.x, nvec);  // weights: no kernel of the window writes them
   pdl_wait();
 
+  constexpr bool kStaged = kStagedRows<kT>;
+  if constexpr (kStaged) {
+    stage_x(p, sid, write_x, xs);
+    __syncthreads();
+  }
   double ss[kT];
   if constexpr (!kOnePass) {
-    pre_squares<kT>(p, sid, write_x, ss);
+    if constexpr (kStaged) {
+      pre_squares_staged<kT>(p, xs, ss);
+    } else {
+      pre_squares<kT>(p, sid, write_x, ss);
+    }
 #pragma unroll
     for (int t = 0; t < kT; ++t) {
       double v = ss[t];
@@ -327,7 +408,18 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
       for (int t = 0; t < kT; ++t) {
         if (t >= p.T) break;
         float xw[kVec];
-        load_mix_x<kVec>(p, t, sid, v * kVec, xw);
+        if constexpr (kStaged) {
+#pragma unroll
+          for (int e = 0; e < kVec; e += 4) {
+            const float4 f = xs[t * (p.H / 4) + (v * kVec + e) / 4];
+            xw[e] = f.x;
+            xw[e + 1] = f.y;
+            xw[e + 2] = f.z;
+            xw[e + 3] = f.w;
+          }
+        } else {
+          load_mix_x<kVec>(p, t, sid, v * kVec, xw);
+        }
         if constexpr (kOnePass) {
           if (write_x)
 #pragma unroll
@@ -436,6 +528,7 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
   constexpr int kVec = kWeightsPerVec<WT>;
   __shared__ float prod_all[kMaxClusterStreams][kMaxWindowRows * kPostCols];  // rank 0's: stream k's sigmoid(g) * xn
   __shared__ __align__(16) float ublk[kMaxWindowRows][kPostCols];
+  extern __shared__ float4 rs[];  // kStagedRows: [p.T][rank / 4], r
   const cg::cluster_group cluster = cg::this_cluster();
   cluster_arrive_relaxed();  // phase 1
   const int sid = static_cast<int>(cluster.block_rank());
@@ -463,6 +556,25 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
     ir[t] = live ? p.inv_rms[t * p.S + sid] : 0.0f;
   }
 
+  // kStagedRows: r (p.T rows of rank, written by hc_pre) into shared memory, every load issued
+  // before any is stored; the dots then read it without an L2 round trip per row t and vector.
+  constexpr bool kStaged = kStagedRows<kT>;
+  if constexpr (kStaged) {
+    const int n4 = p.T * p.rank / 4;
+    const auto* r4 = reinterpret_cast<const float4*>(p.r);
+    for (int base = threadIdx.x; base < n4; base += kPostThreads * kStageBatch) {
+      float4 v[kStageBatch];
+#pragma unroll
+      for (int k = 0; k < kStageBatch; ++k)
+        if (base + k * kPostThreads < n4) v[k] = __ldg(r4 + base + k * kPostThreads);
+#pragma unroll
+      for (int k = 0; k < kStageBatch; ++k)
+        if (base + k * kPostThreads < n4) rs[base + k * kPostThreads] = v[k];
+    }
+    __syncthreads();
+  }
+  const float* rsf = reinterpret_cast<const float*>(rs);
+
   float acc[kT];
 #pragma unroll
   for (int t = 0; t < kT; ++t) acc[t] = 0.0f;
@@ -478,7 +590,12 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
       for (int t = 0; t < kT; ++t) {
         if (t >= p.T) break;
         float rv[kVec];
-        load_floats<kVec>(p.r + t * p.rank + v * kVec, rv);
+        if constexpr (kStaged) {
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) rv[e] = rsf[t * p.rank + v * kVec + e];
+        } else {
+          load_floats<kVec>(p.r + t * p.rank + v * kVec, rv);
+        }
 #pragma unroll
         for (int e = 0; e < kVec; ++e) acc[t] = fmaf(wf[e], rv[e], acc[t]);
       }
@@ -560,6 +677,9 @@ std::string geometry_mismatch(int S, int H, int rank) {
   if (S < 1 || S > kMaxClusterStreams) return "S must be in [1, 8] (one cluster CTA per stream), got " + std::to_string(S);
   if (H < 32 || H % 32 != 0) return "H must be a positive multiple of 32 (q8_1 blocks of u), got " + std::to_string(H);
   if (rank < 8 || rank % 8 != 0) return "rank must be a positive multiple of 8, got " + std::to_string(rank);
+  // hc_pre stages T rows of H floats, hc_post T rows of rank, in shared memory (T up to 8).
+  if (H > kMaxStagedFloats) return "H must be at most " + std::to_string(kMaxStagedFloats) + ", got " + std::to_string(H);
+  if (rank > kMaxStagedFloats) return "rank must be at most " + std::to_string(kMaxStagedFloats) + ", got " + std::to_string(rank);
   return {};
 }
 
@@ -593,11 +713,24 @@ std::string post_mismatch(const DTensor& up, int S, int H, int rank) {
 
 // The kernels keep per-thread sums for kT rows, kT = T rounded up to 1, 2, 4 or 8: T = 1 (every
 // decode step) then needs few registers and several CTAs fit on an SM.
+// Dynamic shared memory above the default 48 KB needs the kernel's opt-in (X at T = 8 and
+// H = 2560 is 80 KB).
+template <typename Kernel>
+cudaError_t launch_staged(Kernel kernel, dim3 grid, dim3 block, size_t smem, unsigned cluster, Stream stream,
+                          const auto& p) {
+  if (smem > 48 * 1024) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (e != cudaSuccess) return e;
+  }
+  return launch_kernel_clustered(kernel, grid, block, smem, cluster, stream, p);
+}
+
 template <quant::Type WT, int kT>
 cudaError_t launch_pre_t(const HcPreParams& p, Stream stream) {
   const unsigned groups = static_cast<unsigned>((p.n_out + kPreRows<kT> - 1) / kPreRows<kT>);
   const dim3 grid(groups * static_cast<unsigned>(p.S)), block(kPreThreads);
-  return launch_kernel_clustered(hc_pre_kernel<WT, kT>, grid, block, 0, static_cast<unsigned>(p.S), stream, p);
+  const size_t smem = kStagedRows<kT> ? static_cast<size_t>(p.T) * p.H * sizeof(float) : 0;
+  return launch_staged(hc_pre_kernel<WT, kT>, grid, block, smem, static_cast<unsigned>(p.S), stream, p);
 }
 
 template <quant::Type WT>
@@ -612,10 +745,11 @@ template <quant::Type WT>
 cudaError_t launch_post(const HcPostParams& p, unsigned blocks, Stream stream) {
   const dim3 grid(blocks * static_cast<unsigned>(p.S)), block(kPostThreads);
   const unsigned cluster = static_cast<unsigned>(p.S);
-  if (p.T == 1) return launch_kernel_clustered(hc_post_kernel<WT, 1>, grid, block, 0, cluster, stream, p);
-  if (p.T == 2) return launch_kernel_clustered(hc_post_kernel<WT, 2>, grid, block, 0, cluster, stream, p);
-  if (p.T <= 4) return launch_kernel_clustered(hc_post_kernel<WT, 4>, grid, block, 0, cluster, stream, p);
-  return launch_kernel_clustered(hc_post_kernel<WT, kMaxWindowRows>, grid, block, 0, cluster, stream, p);
+  const size_t smem = static_cast<size_t>(p.T) * p.rank * sizeof(float);  // kStagedRows only
+  if (p.T == 1) return launch_staged(hc_post_kernel<WT, 1>, grid, block, 0, cluster, stream, p);
+  if (p.T == 2) return launch_staged(hc_post_kernel<WT, 2>, grid, block, 0, cluster, stream, p);
+  if (p.T <= 4) return launch_staged(hc_post_kernel<WT, 4>, grid, block, smem, cluster, stream, p);
+  return launch_staged(hc_post_kernel<WT, kMaxWindowRows>, grid, block, smem, cluster, stream, p);
 }
 
 
