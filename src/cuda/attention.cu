@@ -9,12 +9,11 @@
 #include "attention.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "common.cuh"
+#include "strata/common/env.h"
 #include "launch.cuh"
 #include "q8_1.cuh"
 
@@ -610,16 +609,12 @@ struct SplitsOverride {
 const SplitsOverride& splits_override() {
   static const SplitsOverride o = [] {
     SplitsOverride r;
-    const char* v = std::getenv("STRATA_ATTN_SPLITS");
-    if (v == nullptr) return r;
-    errno = 0;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (end == v || *end != '\0' || errno == ERANGE || n < 1 || n > kMaxSplits)
-      r.error = "STRATA_ATTN_SPLITS is not valid (expected an integer 1.." + std::to_string(kMaxSplits) + ", got \"" +
-                std::string(v) + "\")";
-    else
-      r.splits = static_cast<int>(n);
+    auto v = env_int("STRATA_ATTN_SPLITS", 1, kMaxSplits);
+    if (!v) {
+      r.error = v.error();
+    } else {
+      r.splits = v->value_or(0);
+    }
     return r;
   }();
   return o;

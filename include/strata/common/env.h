@@ -1,0 +1,19 @@
+// Integer switches read from the environment (the STRATA_* variables that select the other arm of
+// a measurement). Unset is "no value"; a set variable must hold a whole decimal integer in
+// [lo, hi], else the result is an error naming the variable, the range and the text, so a typo
+// never silently runs the default.
+#pragma once
+
+#include <optional>
+
+#include "strata/common/status.h"
+
+namespace strata {
+
+// The variable `name` from the process environment.
+Result<std::optional<int>> env_int(const char* name, int lo, int hi);
+
+// The same for a given text (nullptr: unset).
+Result<std::optional<int>> parse_env_int(const char* name, const char* text, int lo, int hi);
+
+}  // namespace strata

@@ -1,0 +1,51 @@
+// parse_env_int: the STRATA_* integer switches take whole integers in range and name the variable
+// when a value is refused.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "strata/common/env.h"
+
+namespace strata {
+namespace {
+
+TEST(EnvInt, UnsetIsNoValue) {
+  auto r = parse_env_int("STRATA_X", nullptr, 1, 512);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->has_value());
+}
+
+TEST(EnvInt, WholeIntegersInRange) {
+  for (const auto& [text, want] : {std::pair{"1", 1}, {"512", 512}, {"128", 128}, {"+7", 7}, {"007", 7}}) {
+    auto r = parse_env_int("STRATA_X", text, 1, 512);
+    ASSERT_TRUE(r.ok()) << text << ": " << r.error();
+    ASSERT_TRUE(r->has_value()) << text;
+    EXPECT_EQ(**r, want) << text;
+  }
+}
+
+TEST(EnvInt, RefusedValuesNameTheVariableRangeAndText) {
+  for (const char* text : {"", "0", "513", "-1", "12a", "1.5", " 5", "5 ", "x", "99999999999999999999999"}) {
+    auto r = parse_env_int("STRATA_ATTN_SPLITS", text, 1, 512);
+    ASSERT_FALSE(r.ok()) << '"' << text << '"';
+    EXPECT_EQ(r.error(), std::string("STRATA_ATTN_SPLITS: expected an integer in [1, 512], got \"") + text + "\"");
+  }
+}
+
+TEST(EnvInt, ReadsTheProcessEnvironment) {
+  ASSERT_EQ(setenv("STRATA_ENV_INT_TEST", "42", 1), 0);
+  auto r = env_int("STRATA_ENV_INT_TEST", 0, 100);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->value_or(-1), 42);
+  ASSERT_EQ(setenv("STRATA_ENV_INT_TEST", "101", 1), 0);
+  EXPECT_FALSE(env_int("STRATA_ENV_INT_TEST", 0, 100).ok());
+  ASSERT_EQ(unsetenv("STRATA_ENV_INT_TEST"), 0);
+  auto unset = env_int("STRATA_ENV_INT_TEST", 0, 100);
+  ASSERT_TRUE(unset.ok());
+  EXPECT_FALSE(unset->has_value());
+}
+
+}  // namespace
+}  // namespace strata
