@@ -180,6 +180,7 @@ Status Decoder::Impl::stage_tokens(std::span<const int32_t> tokens) {
   in->pos = pos;
   std::copy(tokens.begin(), tokens.end(), in->tokens);
   DECODER_CUDA_TRY(cudaMemcpyAsync(s.in, in, sizeof(WindowInputs), cudaMemcpyHostToDevice, stream));
+  pdl_full_dependency_next(stream);  // the window's first kernel reads it (launch.h)
   return Status::ok_status();
 }
 
@@ -218,6 +219,7 @@ Status Decoder::Impl::stage_ngram_rows(const std::vector<uint64_t>& rows, cudaSt
   }
   DECODER_CUDA_TRY(cudaMemcpyAsync(s.ple_rows, pinned_rows.get(), rows.size() * static_cast<size_t>(ple_row_bytes),
                                    cudaMemcpyHostToDevice, on));
+  pdl_full_dependency_next(on);
   return Status::ok_status();
 }
 
@@ -253,6 +255,7 @@ Result<WindowOutput> Decoder::forward(std::span<const int32_t> tokens, const Win
       return Status::error(st.message() + " (the window's first blocks have run: reset() the decoder)");
     DECODER_CUDA_TRY(cudaEventRecord(m.rows_copied, m.copy_stream));
     DECODER_CUDA_TRY(cudaStreamWaitEvent(m.stream, m.rows_copied, 0));
+    pdl_full_dependency_next(m.stream);
     STRATA_TRY(m.launch_window_graph(T, WindowPart::FromPle));
   } else if (m.options.graphs) {
     STRATA_TRY(m.launch_window_graph(T, WindowPart::All));

@@ -22,6 +22,7 @@
 #include "gdn.h"
 #include "hc.h"
 #include "head.h"
+#include "launch.h"
 #include "linear.h"
 #include "moe.h"
 #include "ple.h"

@@ -55,6 +55,7 @@ Status step_ops(Decoder::Impl& m, int T, StageObserver* obs) {
                                      cudaMemcpyDeviceToDevice, st));
   DECODER_CUDA_TRY(cudaMemcpy2DAsync(q.cat.f32 + H, row, q.xn, half, half, static_cast<size_t>(rows),
                                      cudaMemcpyDeviceToDevice, st));
+  pdl_full_dependency_next(st);  // the next kernel reads cat (launch.h)
   // Output row (t, s) of H lands at x[t, s*H]: the wide layout. mmvq takes up to
   // kMaxWindowRows rows per launch.
   const int64_t cat_cols = 2 * static_cast<int64_t>(H), q8_stride = q8_stride_for(cat_cols);
@@ -74,6 +75,7 @@ Status step_ops(Decoder::Impl& m, int T, StageObserver* obs) {
   STRATA_TRY(m.run_mtp_layer(T, obs));
   DECODER_CUDA_TRY(cudaMemcpyAsync(q.chain_x, m.s.x + (T - 1) * W, static_cast<size_t>(W) * sizeof(float),
                                    cudaMemcpyDeviceToDevice, st));
+  pdl_full_dependency_next(st);
   return Status::ok_status();
 }
 
@@ -93,6 +95,7 @@ Status run_step(Decoder::Impl& m, std::span<const int32_t> next, const float* x_
   DECODER_CUDA_TRY(cudaMemcpyAsync(m.s.in, in, sizeof(WindowInputs), cudaMemcpyHostToDevice, m.stream));
   DECODER_CUDA_TRY(cudaMemcpyAsync(q.x_in, x_rows, static_cast<size_t>(T * W) * sizeof(float),
                                    cudaMemcpyDeviceToDevice, m.stream));
+  pdl_full_dependency_next(m.stream);  // the step's first kernels read them (launch.h)
   if (sink && *sink) {
     SinkObserver obs(m.stream, q.n, *sink);
     STRATA_TRY(step_ops(m, T, &obs));
@@ -139,6 +142,7 @@ Status fill_pending(Decoder::Impl& m, int k, std::span<const int32_t> next, std:
   for (int i = 0; i < rest; ++i)
     DECODER_CUDA_TRY(cudaMemcpyAsync(q.pending_x + i * W, q.pending_x + (k + i) * W, static_cast<size_t>(W) * sizeof(float),
                                      cudaMemcpyDeviceToDevice, m.stream));
+  pdl_full_dependency_next(m.stream);
   q.pending_tokens.erase(q.pending_tokens.begin(), q.pending_tokens.begin() + k);
   q.pending_rows = rest;
   q.n_real = q.n;
@@ -165,6 +169,7 @@ Status absorb(Decoder::Impl& m) {
   const int64_t W = m.config.n_wide();
   DECODER_CUDA_TRY(cudaMemcpyAsync(q.pending_x + q.pending_rows * W, q.window_x[q.window_buf],
                                    static_cast<size_t>(kept * W) * sizeof(float), cudaMemcpyDeviceToDevice, m.stream));
+  pdl_full_dependency_next(m.stream);
   q.pending_tokens.insert(q.pending_tokens.end(), q.window_tokens.begin(), q.window_tokens.begin() + kept);
   q.pending_rows += static_cast<int>(kept);
   q.window_pos = -1;
@@ -255,6 +260,7 @@ Status Decoder::mtp_window() {
   const int64_t W = m.config.n_wide();
   DECODER_CUDA_TRY(cudaMemcpyAsync(q.window_x[buf], m.s.x, static_cast<size_t>(m.pending_rows * W) * sizeof(float),
                                    cudaMemcpyDeviceToDevice, m.stream));
+  pdl_full_dependency_next(m.stream);
   STRATA_TRY(absorb(m));
   q.n = q.n_real;  // the window replaces any chain: its speculative slots go
   q.chain = false;

@@ -71,18 +71,22 @@ class WindowRun {
   // The second stream for launches independent of the ones that follow on st_: Impl::side_stream
   // without an observer (the graphs and the plain run); with one (stage values or the profile's
   // events) everything stays in order on st_. fork(side) lets side start after what st_ has
-  // issued; join(side) makes st_ wait for what side has issued since.
+  // issued; join(side) makes st_ wait for what side has issued since. The first launch after
+  // either goes without PDL (launch.h: after a wait on another stream's event), so that its edges
+  // to the two streams' last kernels are full ones.
   cudaStream_t side() const { return obs_ == nullptr && m_.side_stream != nullptr ? m_.side_stream : st_; }
   Status fork(cudaStream_t side) {
     if (side == st_) return Status::ok_status();
     DECODER_CUDA_TRY(cudaEventRecord(m_.side_fork, st_));
     DECODER_CUDA_TRY(cudaStreamWaitEvent(side, m_.side_fork, 0));
+    pdl_full_dependency_next(side);
     return Status::ok_status();
   }
   Status join(cudaStream_t side) {
     if (side == st_) return Status::ok_status();
     DECODER_CUDA_TRY(cudaEventRecord(m_.side_join, side));
     DECODER_CUDA_TRY(cudaStreamWaitEvent(st_, m_.side_join, 0));
+    pdl_full_dependency_next(st_);
     return Status::ok_status();
   }
 
@@ -385,6 +389,7 @@ class WindowRun {
       // The stage holds the logits as contiguous rows of E.
       DECODER_CUDA_TRY(cudaMemcpy2DAsync(s_.router_logits, sizeof(float) * E, logits, sizeof(float) * logit_stride,
                                          sizeof(float) * E, T_, cudaMemcpyDeviceToDevice, st_));
+      pdl_full_dependency_next(st_);
     }
     STRATA_TRY(stage("router", b.index, s_.router_logits, E));
     if (values) {
@@ -405,6 +410,7 @@ class WindowRun {
     if (values) {
       // The reference dumps the gated shared output on its own: 0 + s * gate is that value exactly.
       DECODER_CUDA_TRY(cudaMemsetAsync(s_.shared, 0, sizeof(float) * static_cast<size_t>(T_) * H_, st_));
+      pdl_full_dependency_next(st_);
       STRATA_TRY(op(shared_gate_add(s_.shared, s_.s, gate_logit, gate_stride, T_, H_, st_)));
     }
     STRATA_TRY(stage("shared", b.index, s_.shared, H_));
@@ -485,6 +491,7 @@ Status Decoder::Impl::run_commit(int T, int n) {
     if (n == T) {
       const size_t bytes = sizeof(float) * static_cast<size_t>(gdn_dims.n_v_heads) * gdn_dims.head_dim * gdn_dims.head_dim;
       DECODER_CUDA_TRY(cudaMemcpyAsync(g.ssm, g.shadow, bytes, cudaMemcpyDeviceToDevice, stream));
+      pdl_full_dependency_next(stream);
     } else {
       STRATA_TRY(gdn_recurrent(gdn_dims, g.c, g.b, g.a, gdn_dims.n_v_heads, b.ssm_a, b.dt_bias, g.ssm, g.ssm, n, s.o,
                                stream));

@@ -101,10 +101,13 @@ __global__ void __launch_bounds__(kConvThreads) gdn_conv_kernel(const float* m, 
                                                                 int conv_dim, int K, int T, float* __restrict__ c) {
   pdl_launch_dependents();
   const int ch = blockIdx.x * kConvThreads + threadIdx.x;
-  if (ch >= conv_dim) return;
+  const bool live = ch < conv_dim;
   float w[kGdnMaxConvKernel];
-  load_taps(conv_w, ch, K, w);
-  pdl_wait();  // the taps are weights; the history and m are written by earlier kernels
+  if (live) load_taps(conv_w, ch, K, w);
+  // The taps are weights; the history and m are written by earlier kernels. Every thread waits,
+  // the ones past conv_dim too, before it leaves (launch.cuh: no thread exits ahead of the wait).
+  pdl_wait();
+  if (!live) return;
   conv_channel(m, m_stride, w, hist, conv_dim, K, T, ch, /*write=*/true, c, nullptr, 0);
 }
 
@@ -112,9 +115,9 @@ __global__ void __launch_bounds__(kConvThreads) gdn_conv_kernel(const float* m, 
 __global__ void __launch_bounds__(kConvThreads) gdn_conv_commit_kernel(float* __restrict__ hist, int conv_dim, int K,
                                                                        int n) {
   pdl_launch_dependents();
+  pdl_wait();  // before any thread leaves (launch.cuh)
   const int ch = blockIdx.x * kConvThreads + threadIdx.x;
   if (ch >= conv_dim) return;
-  pdl_wait();
   float keep[kGdnMaxConvKernel - 1];
 #pragma unroll
   for (int j = 0; j < kGdnMaxConvKernel - 1; ++j) {
@@ -477,10 +480,10 @@ __global__ void __launch_bounds__(kNormWarps * 32) gdn_gated_norm_kernel(const f
                                                                          uint8_t* __restrict__ y_q8,
                                                                          int64_t q8_stride) {
   pdl_launch_dependents();
+  pdl_wait();  // before any warp leaves (launch.cuh)
   const int gw = blockIdx.x * kNormWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (gw >= T * n_v_heads) return;  // whole warps leave together: warp_sum below stays full
-  pdl_wait();
   const int t = gw / n_v_heads, hd = gw % n_v_heads;
   const int64_t row = static_cast<int64_t>(t) * n_v_heads * D + static_cast<int64_t>(hd) * D;
   const float* x = o + row;

@@ -1,4 +1,6 @@
-// pdl_enabled() and the per-device capability check the launch helpers share (launch.cuh).
+// pdl_enabled(), the full-dependency marks (launch.h) and the per-device capability check the
+// launch helpers share (launch.cuh).
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -32,6 +34,28 @@ bool pdl_enabled() {
     return v != nullptr && std::strcmp(v, "1") == 0;
   }();
   return env_allows && device_cc_major_at_least(9);
+}
+
+namespace {
+
+// The streams whose next launch from this thread goes without the PDL attribute (few: the
+// decoder's main, side and copy streams).
+thread_local std::vector<cudaStream_t> full_dependency_next;
+
+}  // namespace
+
+void pdl_full_dependency_next(cudaStream_t stream) {
+  if (!pdl_enabled()) return;
+  if (std::find(full_dependency_next.begin(), full_dependency_next.end(), stream) == full_dependency_next.end())
+    full_dependency_next.push_back(stream);
+}
+
+bool pdl_launch_allowed(cudaStream_t stream) {
+  if (!pdl_enabled()) return false;
+  const auto it = std::find(full_dependency_next.begin(), full_dependency_next.end(), stream);
+  if (it == full_dependency_next.end()) return true;
+  full_dependency_next.erase(it);
+  return false;
 }
 
 }  // namespace strata::cuda

@@ -5,16 +5,21 @@
 // The contract every kernel launched with launch_kernel() keeps:
 //   1. pdl_launch_dependents() early (the next kernel may then be scheduled);
 //   2. only reads of data no kernel of the window writes (weights) before pdl_wait();
-//   3. pdl_wait() before its first read of an activation or state and before its first write.
+//   3. pdl_wait() before its first read of an activation or state and before its first write,
+//      and on every thread before it exits (no early return ahead of the wait).
 // pdl_wait() returns once every kernel before it in the stream has completed and its writes are
 // visible, so a kernel that keeps the contract sees what it would see without PDL. Without the
-// launch attribute (PDL off, or an older device) both calls are no-ops.
+// launch attribute (PDL off, or an older device) both calls are no-ops. That chain holds from one
+// kernel to the next kernel of one stream only: a launch after a copy or memset, or after a wait
+// on another stream's event, goes without the attribute (pdl_full_dependency_next, launch.h).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <utility>
+
+#include "launch.h"
 
 namespace strata::cuda {
 
@@ -43,14 +48,8 @@ __device__ __forceinline__ void prefetch_l2(const void* p, int64_t bytes) {
 #endif
 }
 
-// Whether the current device's compute capability major is >= `major`; asked once per device.
-bool device_cc_major_at_least(int major);
-
-// Whether launch_kernel() asks for PDL: only when the environment sets STRATA_PDL=1, on compute
-// capability >= 9.0 (off by default: see launch.cu). Decided once per process and device.
-bool pdl_enabled();
-
-// kernel<<<grid, block, smem, stream>>>(args...) with the PDL attribute when pdl_enabled(), and
+// kernel<<<grid, block, smem, stream>>>(args...) with the PDL attribute when pdl_launch_allowed()
+// (pdl_enabled() and no full dependency pending on the stream: launch.h), and
 // as thread-block clusters of cluster_x CTAs along x when cluster_x > 0 (sm_90+). Returns the
 // launch's error (as cudaGetLastError would).
 template <class... Params, class... Args>
@@ -70,7 +69,7 @@ cudaError_t launch_kernel_clustered(void (*kernel)(Params...), dim3 grid, dim3 b
     attr[n].val.clusterDim.z = 1;
     ++n;
   }
-  if (pdl_enabled()) {
+  if (pdl_launch_allowed(stream)) {
     attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[n].val.programmaticStreamSerializationAllowed = 1;
     ++n;

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "launch.h"
 #include "strata/cuda/parity.h"
 #include "strata/quant/types.h"
 
@@ -59,12 +60,17 @@ class DeviceBuffer {
 };
 
 // ---- host <-> device copies -------------------------------------------------------------------
+//
+// The copies and fills below run on the legacy default stream, where the cases launch their
+// kernels (stream nullptr): the next launch there goes without PDL (launch.h), so that it waits
+// for the copy in full, not only for the kernel before it.
 
 // Allocates d for h and copies h in.
 template <class T>
 inline Status upload(DeviceBuffer& d, const std::vector<T>& h) {
   STRATA_TRY(d.alloc(h.size() * sizeof(T)));
   PARITY_CUDA(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  pdl_full_dependency_next(nullptr);
   return Status::ok_status();
 }
 
@@ -73,6 +79,7 @@ template <class T>
 inline Status upload_into(DeviceBuffer& d, const std::vector<T>& h) {
   if (h.empty()) return Status::ok_status();
   PARITY_CUDA(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  pdl_full_dependency_next(nullptr);
   return Status::ok_status();
 }
 
@@ -82,6 +89,7 @@ inline Status upload_into(DeviceBuffer& d, const std::vector<T>& h) {
 inline Status alloc_filled(DeviceBuffer& d, size_t bytes, int byte) {
   STRATA_TRY(d.alloc(bytes));
   PARITY_CUDA(cudaMemset(d.get(), byte, bytes == 0 ? 16 : bytes));
+  pdl_full_dependency_next(nullptr);
   return Status::ok_status();
 }
 
