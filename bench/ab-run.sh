@@ -17,12 +17,17 @@
 #   [STRATA_AB_ENV="LABEL:ARM:VAR=V[,VAR=V] ..."] [STRATA_AB_CHECKS=parity,parity-decoder,run-spec]
 #   [STRATA_AB_RECIPES="iq3_xxs q2_0"] bash bench/ab-run.sh [extra strata bench args, e.g. --window 4]
 # STRATA_AB_ENV adds arms that run an arm's binary (ARM: A or a folder's name) with environment
-# switches, e.g. "splits256:attn:STRATA_ATTN_SPLITS=256".
+# switches, e.g. "splits256:attn:STRATA_ATTN_SPLITS=256"; with STRATA_AB_ENV alone (no folders) the
+# arms are A and its switches, and A gets the checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 OUT=${OUT:-$PWD/device-out}
-read -r -a arms <<<"${STRATA_AB_B:?STRATA_AB_B must name the folders of the other arms}"
+read -r -a arms <<<"${STRATA_AB_B:-}"
+if [ ${#arms[@]} -eq 0 ] && [ -z "${STRATA_AB_ENV:-}" ]; then
+  echo "ab-run: STRATA_AB_B (folders) or STRATA_AB_ENV (switches) must name the other arms" >&2
+  exit 2
+fi
 for d in "${arms[@]}"; do
   [ -d "$d" ] || { echo "ab-run: $d is not a folder" >&2; exit 2; }
 done
@@ -30,7 +35,11 @@ rounds=${STRATA_AB_ROUNDS:-3}
 recipes=${STRATA_AB_RECIPES:-iq3_xxs}
 mkdir -p "$OUT/ab"
 
-STRATA_DEVICE_STEPS=none STRATA_DEVICE_PACK=0 OUT=/tmp/ab-build-0 bash bench/device-run.sh >/dev/null ||
+# Without folder arms A itself is the checked arm (checks under the caller's environment).
+steps0=none
+[ ${#arms[@]} -eq 0 ] && steps0=${STRATA_AB_CHECKS:-parity,parity-decoder,run-spec}
+STRATA_DEVICE_STEPS=$steps0 STRATA_DEVICE_PACK=0 STRATA_DEVICE_BUDGET_S=${STRATA_AB_CHECK_S:-330} OUT=/tmp/ab-build-0 \
+  bash bench/device-run.sh >/tmp/ab-build-0.out 2>&1 ||
   { echo "ab-run: arm A did not build"; tail -n 40 /tmp/ab-build-0/build.log; exit 1; }
 cp build-device/bin/strata /tmp/strata-0
 names=(A)
