@@ -13,7 +13,7 @@
 #include <string>
 
 #include "common.cuh"
-#include "strata/common/env.h"
+#include "strata/cuda/switches.h"
 #include "launch.cuh"
 #include "q8_1.cuh"
 
@@ -176,7 +176,7 @@ constexpr int kQPerWarp = (kMaxWindowRows * kMaxGroup + kDecodeWarps - 1) / kDec
 // than one wave of 128 (H200, 4096 tokens, bench/results/2026-12-01-hc-attn-arms: 5.342 -> 5.271 ms
 // per token; 512 measured 5.370).
 constexpr int kDefaultSplitsTotal = 256;
-constexpr int kMaxSplits = 512;           // splits per kv head (STRATA_ATTN_SPLITS); attn_combine_kernel's bound
+constexpr int kMaxSplits = 512;           // splits per kv head (STRATA_ATTN_SPLITS, switches.cpp); attn_combine_kernel's bound
 static_assert(kDefaultSplitsTotal <= kMaxSplits);
 
 struct DecodeKernelArgs {
@@ -597,33 +597,10 @@ Status check_dims(const AttnDims& d, int T, const char* op) {
   return Status::ok_status();
 }
 
-// STRATA_ATTN_SPLITS=N (1..kMaxSplits): N splits per kv head instead of the default (the other
-// arm of a measurement). Read once per process: the scratch sized from it and a graph captured
-// with it must agree with every later launch. An invalid value leaves the default for sizing
-// and makes attn_decode fail with `error`.
-struct SplitsOverride {
-  int splits = 0;  // 0: unset
-  std::string error;
-};
-
-const SplitsOverride& splits_override() {
-  static const SplitsOverride o = [] {
-    SplitsOverride r;
-    auto v = env_int("STRATA_ATTN_SPLITS", 1, kMaxSplits);
-    if (!v) {
-      r.error = v.error();
-    } else {
-      r.splits = v->value_or(0);
-    }
-    return r;
-  }();
-  return o;
-}
-
 }  // namespace
 
 int attn_decode_splits(const AttnDims& d) {
-  if (splits_override().splits > 0) return splits_override().splits;
+  if (switches().attn_splits > 0) return switches().attn_splits;  // STRATA_ATTN_SPLITS=N
   return d.n_head_kv > 0 ? std::max(1, kDefaultSplitsTotal / d.n_head_kv) : 1;
 }
 
@@ -661,7 +638,7 @@ Status attn_decode(const AttnDims& d, const float* q, const float* qg, const int
                    const AttnCacheView& cache, const int32_t* sel, const int32_t* n_sel, void* scratch, float* o,
                    Stream stream, int64_t qg_stride, void* o_q8, int64_t o_q8_stride) {
   STRATA_TRY(check_dims(d, T, "attn_decode"));
-  if (!splits_override().error.empty()) return Status::error("attn_decode: " + splits_override().error);
+  if (const Status st = check_switches(); !st.ok()) return Status::error("attn_decode: " + st.message());
   if (!q || !qg || !pos || !o || !scratch) return Status::error("attn_decode: q, qg, pos, o and scratch are required");
   if (!cache.k || !cache.v) return Status::error("attn_decode: cache.k and cache.v are required");
   if (d.ratio > 0 && (!sel || !n_sel)) return Status::error("attn_decode: sel and n_sel are required when ratio > 0");

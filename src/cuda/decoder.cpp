@@ -2,24 +2,17 @@
 // ids, the position, the n-gram rows), commit(), profile() and stats().
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "decoder_internal.h"
 #include "strata/cuda/device.h"
 #include "strata/cuda/get_rows.h"
+#include "strata/cuda/switches.h"
 #include "strata/reference/ple.h"
 
 namespace strata::cuda {
 namespace {
-
-// Whether windows put independent launches on a second stream (Impl::side_stream). On unless the
-// environment sets STRATA_SIDE_STREAM=0: the other arm of a benchmark.
-bool side_stream_enabled() {
-  const char* v = std::getenv("STRATA_SIDE_STREAM");
-  return v == nullptr || v[0] != '0';
-}
 
 // The profile's stage kinds, in report order, and which kind each stage name counts as.
 constexpr std::array<std::string_view, 10> kKinds = {"embed", "ple", "hc_mix", "gdn", "qsa",
@@ -100,6 +93,7 @@ Decoder::Impl::~Impl() {
 
 Result<std::unique_ptr<Decoder>> Decoder::create(const model::ModelConfig& config, const model::Weights& weights,
                                                  const DecoderOptions& options, const WeightFill& fill) {
+  STRATA_TRY(check_switches());  // a refused STRATA_* value names itself before anything is allocated
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   impl->options = options;
@@ -119,7 +113,7 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const model::ModelConfig& confi
   STRATA_TRY(check_device(options.device));
   DECODER_CUDA_TRY(cudaSetDevice(options.device));
   DECODER_CUDA_TRY(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
-  if (side_stream_enabled()) {
+  if (switches().side_stream) {  // STRATA_SIDE_STREAM=0: the other arm of a benchmark
     DECODER_CUDA_TRY(cudaStreamCreateWithFlags(&impl->side_stream, cudaStreamNonBlocking));
     DECODER_CUDA_TRY(cudaEventCreateWithFlags(&impl->side_fork, cudaEventDisableTiming));
     DECODER_CUDA_TRY(cudaEventCreateWithFlags(&impl->side_join, cudaEventDisableTiming));

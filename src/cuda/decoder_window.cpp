@@ -4,31 +4,15 @@
 // keeps the first n rows of a window. Every call here only launches work on the decoder's
 // stream (capturable), reading the window's inputs from device memory.
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 
 #include "decoder_internal.h"
 #include "strata/cuda/get_rows.h"
+#include "strata/cuda/switches.h"
 
 namespace strata::cuda {
 namespace {
-
-// STRATA_UNFUSE=gdn-norm,combine (either or both) keeps the named fused launches apart: GDN's
-// gated norm from its recurrence, the routed sum from the experts' down call. The other arm of a
-// measurement; read once per process.
-bool unfused(std::string_view what) {
-  static const std::string_view list = [] {
-    const char* v = std::getenv("STRATA_UNFUSE");
-    return std::string_view(v != nullptr ? v : "");
-  }();
-  for (size_t at = 0; at <= list.size();) {
-    const size_t end = std::min(list.find(',', at), list.size());
-    if (list.substr(at, end - at) == what) return true;
-    at = end + 1;
-  }
-  return false;
-}
 
 // Runs one window's ops for T rows, telling the observer (if any) after each stage.
 class WindowRun {
@@ -278,7 +262,7 @@ class WindowRun {
       r.ba_stride = nv;
     }
     void* yn_q8 = takes_q8(b.ssm_out) ? s_.yn.q8 : nullptr;
-    const bool fused_norm = !unfused("gdn-norm") && gdn_fused_norm_supported(d);
+    const bool fused_norm = !switches().unfuse_gdn_norm && gdn_fused_norm_supported(d);
     if (fused_norm) {
       r.norm.z = z;
       r.norm.z_stride = z_stride;
@@ -417,7 +401,7 @@ class WindowRun {
     if (values) return op(expert_combine_shared(e, T_, k, s_.experts, s_.s, gate_logit, gate_stride, s_.y, st_, &wide));
     // One set of tile counts serves every MoE block, the MTP block's too: all these launches run on
     // st_ (never on side()), the trunk's and the MTP step's graphs alike, so never two at once.
-    uint32_t* tiles = unfused("combine") ? nullptr : s_.tile_counts;
+    uint32_t* tiles = switches().unfuse_combine ? nullptr : s_.tile_counts;
     return op(expert_down_combine(e, T_, k, s_.experts, s_.s, gate_logit, gate_stride, s_.y, &wide, tiles,
                                   s_.tile_count_cap, st_));
   }

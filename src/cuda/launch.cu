@@ -1,12 +1,11 @@
 // pdl_enabled(), the full-dependency marks (launch.h) and the per-device capability check the
 // launch helpers share (launch.cuh).
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <vector>
 
 #include "launch.cuh"
+#include "strata/cuda/switches.h"
 
 namespace strata::cuda {
 
@@ -26,13 +25,11 @@ bool pdl_enabled() {
   // Read once: flipping it between a graph's capture and its replay would not change the graph.
   // Off unless asked for: with it on, the decoder's 128-token greedy check on the H200
   // (2026-11-30) diverged from the reference at a different token on each run while every
-  // kernel case passed, so some kernel breaks the contract of launch.cuh (not yet found). It
-  // bought 1.5% then (8.02 against 8.15 ms per token, bench/results/2026-11-30-h200-fusion) and
+  // kernel case passed; an audit of every kernel then found none that breaks launch.cuh's
+  // contract, and the launches after copies and stream joins (launch.h) go without the attribute
+  // since (not yet measured with it on). It bought 1.5% then (8.02 against 8.15 ms per token, bench/results/2026-11-30-h200-fusion) and
   // costs 1.1% since the direct mat-vec (7.28 against 7.20, ...-h200-direct-mmvq).
-  static const bool env_allows = [] {
-    const char* v = std::getenv("STRATA_PDL");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
+  static const bool env_allows = switches().pdl;
   return env_allows && device_cc_major_at_least(9);
 }
 

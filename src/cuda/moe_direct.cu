@@ -44,10 +44,10 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <cstdlib>
 
 #include "moe_direct.h"
 #include "q8_1.cuh"
+#include "strata/cuda/switches.h"
 
 namespace strata::cuda::moe_detail {
 namespace {
@@ -438,17 +438,9 @@ size_t smem_for(Type t, int nchunks, int nbatch) {
   return (t == Type::IQ3_XXS ? kGridBytes : 0) + static_cast<size_t>(nbatch) * nchunks * (32 + sizeof(int2));
 }
 
-// STRATA_DIRECT_WARPS=8: CTAs of 8 warps at T = 1 too (the other arm of a benchmark).
-int direct_warps() {
-  static const int warps = [] {
-    const char* v = std::getenv("STRATA_DIRECT_WARPS");
-    return v != nullptr && std::atoi(v) == kWideWarps ? kWideWarps : kDirectWarps;
-  }();
-  return warps;
-}
-
 // The CTA's warps for a batch of this many entries.
-int warps_for(int entries) { return entries == 1 && direct_warps() == kDirectWarps ? kDirectWarps : kWideWarps; }
+// STRATA_DIRECT_WARPS=8: CTAs of 8 warps at T = 1 too (the other arm of a benchmark).
+int warps_for(int entries) { return entries == 1 && !switches().direct_wide_t1 ? kDirectWarps : kWideWarps; }
 
 // One pass per CTA (each warp one row set): measured on the H200 against tiles of several passes
 // sized to one wave, it was as fast at T = 1 and 10-20% faster at T = 2 and 4, where the groups'
@@ -486,19 +478,10 @@ Status launch_batch(const GroupedArgs& a, int group_rows, cudaStream_t stream, c
   }
 }
 
-// STRATA_GROUPED_DIRECT=0 keeps every type on grouped_mmvq_kernel (the other arm of a benchmark).
-bool direct_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("STRATA_GROUPED_DIRECT");
-    return v == nullptr || v[0] != '0';
-  }();
-  return on;
-}
-
 }  // namespace
 
 bool grouped_direct_supports(Type t, const GroupedArgs& a) {
-  if (!direct_enabled()) return false;
+  if (!switches().grouped_direct) return false;  // STRATA_GROUPED_DIRECT=0: grouped_mmvq_kernel for every type
   int elems = 0;
   switch (t) {
     case Type::IQ3_XXS: elems = 256; break;

@@ -10,6 +10,7 @@
 //   get_rows(..)             vs quant::dequantize_row: identical bytes (memcmp)
 //   mmvq(..)                 vs double dot of dequantized W and dequantized reference q8_1(x):
 //                            ||y - ref|| / ||ref|| < 1e-5, every element finite
+#include "strata/cuda/switches.h"
 #include "strata/cuda/parity.h"
 
 #include <algorithm>
@@ -563,6 +564,7 @@ void print_decode_table(const std::vector<BenchRow>& table) {
 }  // namespace
 
 Result<ParitySummary> run_parity(const ParityOptions& opt) {
+  STRATA_TRY(check_switches());
   Reporter rep(opt);
   nlohmann::json doc = {{"seed", opt.seed}, {"filter", opt.filter}, {"bench", opt.bench}, {"mmvq_rel_tol", kMmvqRelTol}};
   double roof = 0.0;

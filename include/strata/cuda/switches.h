@@ -1,0 +1,35 @@
+// The STRATA_* environment switches of the CUDA decoder: each selects the other arm of a
+// measurement (docs/BENCH.md lists them). They are read once per process. A value a switch does
+// not know is refused, naming the variable and what it takes: check_switches() returns that
+// error (the decoder's creation and `strata parity` call it), so a typo never silently runs the
+// default. Host-only header.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "strata/common/status.h"
+
+namespace strata::cuda {
+
+struct Switches {
+  bool pdl = false;             // STRATA_PDL=1: programmatic dependent launch (0: off, the default)
+  bool side_stream = true;      // STRATA_SIDE_STREAM=0: every launch of a window on one stream
+  bool grouped_direct = true;   // STRATA_GROUPED_DIRECT=0: routed experts on grouped_mmvq_kernel
+  bool direct_wide_t1 = false;  // STRATA_DIRECT_WARPS=8: the direct experts' T = 1 CTAs of 8 warps (5: the default)
+  int attn_splits = 0;          // STRATA_ATTN_SPLITS=1..512: split-K CTAs per kv head (0: the default)
+  bool unfuse_gdn_norm = false; // STRATA_UNFUSE=gdn-norm[,combine]
+  bool unfuse_combine = false;  // STRATA_UNFUSE=combine[,gdn-norm]
+};
+
+// The switches as `lookup` (the environment's getenv, or a test's table) gives them.
+Result<Switches> parse_switches(const std::function<const char*(const char*)>& lookup);
+
+// This process's switches; where the environment holds a refused value, the defaults.
+const Switches& switches();
+
+// The environment's refused value, if any, as an error naming the variable.
+Status check_switches();
+
+}  // namespace strata::cuda
