@@ -19,8 +19,4 @@ Result<std::optional<int>> parse_env_int(const char* name, const char* text, int
   return std::optional<int>{static_cast<int>(n)};
 }
 
-Result<std::optional<int>> env_int(const char* name, int lo, int hi) {
-  return parse_env_int(name, std::getenv(name), lo, hi);
-}
-
 }  // namespace strata

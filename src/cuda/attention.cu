@@ -176,7 +176,7 @@ constexpr int kQPerWarp = (kMaxWindowRows * kMaxGroup + kDecodeWarps - 1) / kDec
 // than one wave of 128 (H200, 4096 tokens, bench/results/2026-12-01-hc-attn-arms: 5.342 -> 5.271 ms
 // per token; 512 measured 5.370).
 constexpr int kDefaultSplitsTotal = 256;
-constexpr int kMaxSplits = 512;           // splits per kv head (STRATA_ATTN_SPLITS, switches.cpp); attn_combine_kernel's bound
+constexpr int kMaxSplits = kMaxAttnSplits;  // splits per kv head (STRATA_ATTN_SPLITS); attn_combine_kernel's bound
 static_assert(kDefaultSplitsTotal <= kMaxSplits);
 
 struct DecodeKernelArgs {

@@ -9,8 +9,6 @@
 namespace strata::cuda {
 namespace {
 
-constexpr int kMaxAttnSplits = 512;  // attention.cu's kMaxSplits
-
 // A 0/1 switch.
 Status read_flag(const std::function<const char*(const char*)>& lookup, const char* name, bool& out) {
   auto v = parse_env_int(name, lookup(name), 0, 1);

@@ -10,10 +10,7 @@
 
 namespace strata {
 
-// The variable `name` from the process environment.
-Result<std::optional<int>> env_int(const char* name, int lo, int hi);
-
-// The same for a given text (nullptr: unset).
+// The value `text` of the variable `name` (nullptr: unset).
 Result<std::optional<int>> parse_env_int(const char* name, const char* text, int lo, int hi);
 
 }  // namespace strata

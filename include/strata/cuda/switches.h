@@ -13,6 +13,8 @@
 
 namespace strata::cuda {
 
+inline constexpr int kMaxAttnSplits = 512;  // STRATA_ATTN_SPLITS's bound: attn_combine_kernel's shared arrays
+
 struct Switches {
   bool pdl = false;             // STRATA_PDL=1: programmatic dependent launch (0: off, the default)
   bool side_stream = true;      // STRATA_SIDE_STREAM=0: every launch of a window on one stream

@@ -2,7 +2,6 @@
 // when a value is refused.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -32,19 +31,6 @@ TEST(EnvInt, RefusedValuesNameTheVariableRangeAndText) {
     ASSERT_FALSE(r.ok()) << '"' << text << '"';
     EXPECT_EQ(r.error(), std::string("STRATA_ATTN_SPLITS: expected an integer in [1, 512], got \"") + text + "\"");
   }
-}
-
-TEST(EnvInt, ReadsTheProcessEnvironment) {
-  ASSERT_EQ(setenv("STRATA_ENV_INT_TEST", "42", 1), 0);
-  auto r = env_int("STRATA_ENV_INT_TEST", 0, 100);
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->value_or(-1), 42);
-  ASSERT_EQ(setenv("STRATA_ENV_INT_TEST", "101", 1), 0);
-  EXPECT_FALSE(env_int("STRATA_ENV_INT_TEST", 0, 100).ok());
-  ASSERT_EQ(unsetenv("STRATA_ENV_INT_TEST"), 0);
-  auto unset = env_int("STRATA_ENV_INT_TEST", 0, 100);
-  ASSERT_TRUE(unset.ok());
-  EXPECT_FALSE(unset->has_value());
 }
 
 }  // namespace
