@@ -91,6 +91,10 @@ __global__ void __launch_bounds__(kEltThreads) hc_gate_mean_kernel(const float* 
   if (a != nullptr && j < S) alpha[t * S + j] = 2.0f * sigmoid_f(a[t * S + j] / s);
 }
 
+// One element of the hyper-connection combine, x + y * alpha, rounded once per operation (no FMA):
+// hc_combine_kernel and the combine hc_pre folds in must agree bit for bit.
+__device__ __forceinline__ float combined(float x, float y, float alpha) { return __fadd_rn(x, __fmul_rn(y, alpha)); }
+
 // out may be x (in place): each element is read and written by the same thread only.
 __global__ void __launch_bounds__(kEltThreads) hc_combine_kernel(const float* x, const float* __restrict__ y,
                                                                  const float* __restrict__ alpha, int S, int H, int n,
@@ -101,7 +105,7 @@ __global__ void __launch_bounds__(kEltThreads) hc_combine_kernel(const float* x,
   if (i >= n) return;
   const int wide = S * H;
   const int t = i / wide, s = (i % wide) / H, j = i % H;
-  out[i] = __fadd_rn(x[i], __fmul_rn(y[t * H + j], alpha[t * S + s]));
+  out[i] = combined(x[i], y[t * H + j], alpha[t * S + s]);
 }
 
 __global__ void __launch_bounds__(kEltThreads) hc_broadcast_kernel(const float* __restrict__ e, int S, int H, int n,
@@ -213,7 +217,7 @@ __device__ __forceinline__ void load_mix_x(const HcPreParams& p, int t, int sid,
     load_floats<kN>(p.y + static_cast<int64_t>(t) * p.H + j, yv);
     const float a = p.alpha_prev[t * p.S + sid];
 #pragma unroll
-    for (int e = 0; e < kN; ++e) f[e] = __fadd_rn(f[e], __fmul_rn(yv[e], a));
+    for (int e = 0; e < kN; ++e) f[e] = combined(f[e], yv[e], a);
   }
 }
 
@@ -253,10 +257,8 @@ __device__ __forceinline__ void stage_x(const HcPreParams& p, int sid, bool writ
       if (i >= n4) break;
       float4 f = v[k];
       if (p.y != nullptr) {
-        f.x = __fadd_rn(f.x, __fmul_rn(yv[k].x, a[k]));
-        f.y = __fadd_rn(f.y, __fmul_rn(yv[k].y, a[k]));
-        f.z = __fadd_rn(f.z, __fmul_rn(yv[k].z, a[k]));
-        f.w = __fadd_rn(f.w, __fmul_rn(yv[k].w, a[k]));
+        f = make_float4(combined(f.x, yv[k].x, a[k]), combined(f.y, yv[k].y, a[k]), combined(f.z, yv[k].z, a[k]),
+                        combined(f.w, yv[k].w, a[k]));
         if (write_x) out4[(i / h4) * wide4 + col4 + i % h4] = f;
       }
       xs[i] = f;
