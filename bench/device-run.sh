@@ -9,7 +9,7 @@
 # linked against the device's libicuuc.so.74 by renaming entry points to the _74 suffix.
 #
 # Usage (device): bash bench/device-run.sh [extra strata bench args]
-# STRATA_DEVICE_STEPS=a,b runs only the named steps (devices, parity, parity-decoder, run-spec,
+# STRATA_DEVICE_STEPS=a,b runs only the named steps (pdl-audit, devices, parity, parity-decoder, run-spec,
 # bench, kernels, stalls) after the build; unset runs them all but `kernels` (per-kernel ncu
 # times, bench/kernel-profile.sh, about a minute) and `stalls` (where the biggest kernels' warps
 # wait, per instruction: bench/kernel-stalls.sh, about three minutes).
@@ -73,6 +73,8 @@ strata=build-device/bin/strata
 # bench took 13-16 s on the H200 on 2026-11-30: upload 3 s, prefill 4096 tokens 8 s, decode and
 # sweep).
 bench_reserve=60
+# The PDL contract on this build's SASS (this device's ptxas may place loads where CI's did not).
+guard pdl-audit 90 "$bench_reserve" python3 tools/pdl_audit.py build-device/src/cuda/libstrata_cuda.a
 guard devices 60 "$bench_reserve" bash -c '"$0" devices --measure --json >"$1"' "$strata" "$OUT/devices.json"
 
 # Every kernel case, in 8 processes that share the GPU (--shard K/8; one alone took over 4
@@ -188,6 +190,7 @@ summary() {
 echo "== summary"
 echo "build_seconds $build_s (nproc $(nproc))"
 cat "$OUT/steps.txt"
+[ -s "$OUT/pdl-audit.log" ] && tail -n 1 "$OUT/pdl-audit.log"
 python3 - "$OUT" <<'PY'
 import json, os, sys
 out = sys.argv[1]

@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kConvThreads) gdn_conv_kernel(const float* m, 
   const int ch = blockIdx.x * kConvThreads + threadIdx.x;
   const bool live = ch < conv_dim;
   float w[kGdnMaxConvKernel];
-  if (live) load_taps(conv_w, ch, K, w);
+  if (live) load_taps(conv_w, ch, K, w);  // pdl-pre-wait: weights
   // The taps are weights; the history and m are written by earlier kernels. Every thread waits,
   // the ones past conv_dim too, before it leaves (launch.cuh: no thread exits ahead of the wait).
   pdl_wait();
@@ -328,10 +328,10 @@ __global__ void __launch_bounds__(kRecThreads, rec_min_ctas_per_sm(D, kConv, kNo
   // (cp_async4), for the threads that use them where they did before, with the same arithmetic.
   const bool gate_thread = static_cast<int>(threadIdx.x) < p.T;  // thread t: row t's gates
   if (gate_thread) {
-    cp_async4(&gate_ops.ssm_a[threadIdx.x], p.ssm_a + h);
-    cp_async4(&gate_ops.dt_bias[threadIdx.x], p.dt_bias + h);
+    cp_async4(&gate_ops.ssm_a[threadIdx.x], p.ssm_a + h);  // pdl-pre-wait: weight
+    cp_async4(&gate_ops.dt_bias[threadIdx.x], p.dt_bias + h);  // pdl-pre-wait: weight
   }
-  if constexpr (kNorm) copy_norm_weights(p, col0, norm_ops);
+  if constexpr (kNorm) copy_norm_weights(p, col0, norm_ops);  // pdl-pre-wait: weights
 
   pdl_launch_dependents();
   pdl_wait();  // everything below reads state or activations written by earlier kernels

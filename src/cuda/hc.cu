@@ -357,7 +357,7 @@ __global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(co
     if (rows[r] != nullptr) prefetch_l2(rows[r], static_cast<int64_t>(p.H) * kWeightBytes<WT>);
   }
   uint4 w[kPreBatch][kRows];
-  load_pre_batch<WT, kRows>(w, rows, threadIdx.x, nvec);  // weights: no kernel of the window writes them
+  load_pre_batch<WT, kRows>(w, rows, threadIdx.x, nvec);  // pdl-pre-wait: weights: no kernel of the window writes them
   pdl_wait();
 
   constexpr bool kStaged = kStagedRows<kT>;
@@ -546,8 +546,8 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
   pdl_launch_dependents();
   prefetch_l2(p.up + first_row * p.row_bytes, kPostCols * p.row_bytes);
   uint4 w[kPostBatch];
-  load_post_batch<WT>(w, row, sub, nvec);
-  const float nw = sub == 0 ? __ldg(p.norm + col) : 0.0f;
+  load_post_batch<WT>(w, row, sub, nvec);  // pdl-pre-wait: weights
+  const float nw = sub == 0 ? __ldg(p.norm + col) : 0.0f;  // pdl-pre-wait: weight
   pdl_wait();
   // xn's operands, loaded now so that they arrive during the dots rather than after them.
   float xv[kT], ir[kT];

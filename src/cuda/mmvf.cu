@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kThreads) mmvf_decode_kernel(const Shape p, co
       raw[u] = v < nvec ? __ldcs(wrow + v) : make_uint4(0, 0, 0, 0);
     }
   };
-  if (live) load_batch(tl);
+  if (live) load_batch(tl);  // pdl-pre-wait: weights
   pdl_wait();  // activations are written by the previous kernels of the window
   if (live) {
     for (int v0 = tl; v0 < nvec; v0 += kUnroll * team) {

@@ -127,11 +127,15 @@ __device__ __forceinline__ int misalign16(const void* p) { return static_cast<in
 
 // Copies [seg, seg + len) into dst (16-byte aligned) as whole 16-byte pieces of its aligned cover,
 // pieces first .. first + step*k: piece i of the cover lands at dst + 16 i, so the segment starts
-// at dst + misalign16(seg). Never reads past seg + len.
+// at dst + misalign16(seg). Never reads past seg + len. kWeights only picks the source line of the
+// copy: tools/pdl_audit.py accepts a copy issued before pdl_wait() by its line, and only weights may be.
+template <bool kWeights>
 __device__ __forceinline__ void stage_piece(uint8_t* dst, const uint8_t* seg, int len, int piece) {
   const uint8_t* src = align_down16(seg) + 16 * piece;
   const int avail = static_cast<int>((seg + len) - src);
-  if (avail > 0) cp_async16(dst + 16 * piece, src, avail < 16 ? avail : 16);
+  if (avail <= 0) return;
+  if constexpr (kWeights) cp_async16(dst + 16 * piece, src, avail < 16 ? avail : 16);  // pdl-pre-wait: weights
+  else cp_async16(dst + 16 * piece, src, avail < 16 ? avail : 16);
 }
 
 // The codes of a live row's group, zero for a row past the matrix's end. The dead row's slot holds
@@ -175,7 +179,8 @@ __global__ void __launch_bounds__(kMaxThreads) mmvq_decode_kernel(const Shape p,
     const int len = static_cast<int>(p.row_bytes - off < G::kStepBytes ? p.row_bytes - off : G::kStepBytes);
     for (int i = lane; i < 16 * MT * G::kPieces; i += 32) {
       const int rr = i / G::kPieces, piece = i % G::kPieces;
-      if (r0 + rr < p.rows) stage_piece(st + rr * G::kSlot, p.w + (r0 + rr) * p.row_bytes + off, len, piece);
+      const uint8_t* seg = p.w + (r0 + rr) * p.row_bytes + off;
+      if (r0 + rr < p.rows) stage_piece<true>(st + rr * G::kSlot, seg, len, piece);
     }
   };
   const auto issue_act = [&](int j) {
@@ -186,7 +191,7 @@ __global__ void __launch_bounds__(kMaxThreads) mmvq_decode_kernel(const Shape p,
     constexpr int kActPieces = kActStepBytes / 16;
     for (int i = lane; i < p.T * kActPieces; i += 32) {
       const int t = i / kActPieces, piece = i % kActPieces;
-      stage_piece(st + w_bytes + t * kActStepBytes, p.act + t * p.act_stride + c0 * kActBlockBytes, alen, piece);
+      stage_piece<false>(st + w_bytes + t * kActStepBytes, p.act + t * p.act_stride + c0 * kActBlockBytes, alen, piece);
     }
   };
   const auto issue = [&](int j) {
@@ -354,12 +359,13 @@ __global__ void __launch_bounds__(kMaxThreads) mmvq_decode_kernel(const Shape p,
     if (cta_rows > 0) prefetch_l2(p.w + static_cast<int64_t>(cta_row0) * p.row_bytes, static_cast<int64_t>(cta_rows) * p.row_bytes);
   }
   for (int s = 0; s < kStages - 1; ++s)
-    if (s < my_steps) issue_weights(s);
+    if (s < my_steps) issue_weights(s);  // pdl-pre-wait: weights
   // The type's grid table (constant data, like the weights); the barrier below publishes it (the
   // only one before the reduction: from there each warp paces itself).
   if constexpr (G::kTableBytes > 0) {
     const uint4* src = static_cast<const uint4*>(qd::GridTable<Q::kGrid>::ptr());
-    for (int i = threadIdx.x; i < G::kTableBytes / 16; i += static_cast<int>(blockDim.x)) reinterpret_cast<uint4*>(smem)[i] = src[i];
+    for (int i = threadIdx.x; i < G::kTableBytes / 16; i += static_cast<int>(blockDim.x))
+      reinterpret_cast<uint4*>(smem)[i] = src[i];  // pdl-pre-wait: constant table
   }
   pdl_wait();
   // Fill the ring's activations.

@@ -93,10 +93,11 @@ __global__ void __launch_bounds__(kEwThreads) swiglu_kernel(const float* __restr
 }
 
 // The grouped call's entries: entry blockIdx.y (if it is one of the call's), values 4 * quad ..
-// + 3 of its gate (row of 2n: gate then up). The same body as swiglu_kernel.
-__global__ void __launch_bounds__(kEwThreads) swiglu_entries_kernel(const float* __restrict__ gu, int n,
-                                                                    const int* __restrict__ n_groups,
-                                                                    const int* __restrict__ group_start,
+// + 3 of its gate (row of 2n: gate then up). The same body as swiglu_kernel. Its operands are not
+// __restrict__: ptxas moved the read-only (ld.global.nc) load of *n_groups above pdl_wait(), where
+// the grouping kernel may not have written it yet (tools/pdl_audit.py checks every kernel for this).
+__global__ void __launch_bounds__(kEwThreads) swiglu_entries_kernel(const float* gu, int n, const int* n_groups,
+                                                                    const int* group_start,
                                                                     float* __restrict__ h, uint8_t* __restrict__ q8,
                                                                     int64_t q8_stride) {
   pdl_launch_dependents();

@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps>())
   pdl_launch_dependents();
   uint32_t* grid = reinterpret_cast<uint32_t*>(smem);
   if constexpr (U::kGrid) {  // constant data, so copied before pdl_wait()
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = qd::d_iq3xxs_grid.v[i];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = qd::d_iq3xxs_grid.v[i];  // pdl-pre-wait: constant table
   }
   pdl_wait();
   const int n_groups = *a.n_groups;

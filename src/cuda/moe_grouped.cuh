@@ -152,7 +152,8 @@ __global__ void __launch_bounds__(kThreads, 3) grouped_mmvq_kernel(const Grouped
   pdl_launch_dependents();
   if constexpr (G::kTableBytes > 0) {
     const uint8_t* src = static_cast<const uint8_t*>(qd::GridTable<Q::kGrid>::ptr());
-    for (int i = threadIdx.x; i < G::kTableBytes / 16; i += kThreads) cp_async16(smem + 16 * i, src + 16 * i, 16);
+    for (int i = threadIdx.x; i < G::kTableBytes / 16; i += kThreads)
+      cp_async16(smem + 16 * i, src + 16 * i, 16);  // pdl-pre-wait: constant table
   }
   pdl_wait();
   const int n_groups = *a.n_groups;
