@@ -23,12 +23,11 @@ bool device_cc_major_at_least(int major) {
 
 bool pdl_enabled() {
   // Read once: flipping it between a graph's capture and its replay would not change the graph.
-  // Off unless asked for: with it on, the decoder's 128-token greedy check on the H200
-  // (2026-11-30) diverged from the reference at a different token on each run while every
-  // kernel case passed; an audit of every kernel then found none that breaks launch.cuh's
-  // contract, and the launches after copies and stream joins (launch.h) go without the attribute
-  // since (not yet measured with it on). It bought 1.5% then (8.02 against 8.15 ms per token, bench/results/2026-11-30-h200-fusion) and
-  // costs 1.1% since the direct mat-vec (7.28 against 7.20, ...-h200-direct-mmvq).
+  // On by default since the contract holds in the compiled code (tools/pdl_audit.py, a ctest):
+  // earlier runs with it on diverged because ptxas had moved a read-only load above a kernel's
+  // wait, and because a launch after a copy or a stream join could start before them (launch.h).
+  // It takes 4.3% off a T = 1 token on the H200 (5.026 against 5.249 ms in alternating rounds,
+  // bench/results/2026-12-01-h200-pdl). STRATA_PDL=0 is the other arm.
   static const bool env_allows = switches().pdl;
   return env_allows && device_cc_major_at_least(9);
 }

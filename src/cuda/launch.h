@@ -10,8 +10,8 @@ namespace strata::cuda {
 // Whether the current device's compute capability major is >= `major`; asked once per device.
 bool device_cc_major_at_least(int major);
 
-// Whether launch_kernel() asks for PDL: only when the environment sets STRATA_PDL=1, on compute
-// capability >= 9.0 (off by default: see launch.cu). Decided once per process and device.
+// Whether launch_kernel() asks for PDL: on compute capability >= 9.0 unless the environment sets
+// STRATA_PDL=0 (launch.cu). Decided once per process.
 bool pdl_enabled();
 
 // The next launch_kernel*() on `stream` from this thread goes without the PDL attribute, so that

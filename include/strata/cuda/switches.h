@@ -16,7 +16,7 @@ namespace strata::cuda {
 inline constexpr int kMaxAttnSplits = 512;  // STRATA_ATTN_SPLITS's bound: attn_combine_kernel's shared arrays
 
 struct Switches {
-  bool pdl = false;             // STRATA_PDL=1: programmatic dependent launch (0: off, the default)
+  bool pdl = true;              // STRATA_PDL=0: no programmatic dependent launch (1: on, the default)
   bool side_stream = true;      // STRATA_SIDE_STREAM=0: every launch of a window on one stream
   bool grouped_direct = true;   // STRATA_GROUPED_DIRECT=0: routed experts on grouped_mmvq_kernel
   bool direct_wide_t1 = false;  // STRATA_DIRECT_WARPS=8: the direct experts' T = 1 CTAs of 8 warps (5: the default)

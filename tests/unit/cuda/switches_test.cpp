@@ -20,7 +20,7 @@ Result<Switches> parse(const std::map<std::string, std::string>& env) {
 TEST(CudaSwitches, UnsetAreTheDefaults) {
   auto s = parse({});
   ASSERT_TRUE(s.ok()) << s.error();
-  EXPECT_FALSE(s->pdl);
+  EXPECT_TRUE(s->pdl);
   EXPECT_TRUE(s->side_stream);
   EXPECT_TRUE(s->grouped_direct);
   EXPECT_FALSE(s->direct_wide_t1);
@@ -30,26 +30,26 @@ TEST(CudaSwitches, UnsetAreTheDefaults) {
 }
 
 TEST(CudaSwitches, TheOtherArms) {
-  auto s = parse({{"STRATA_PDL", "1"},
+  auto s = parse({{"STRATA_PDL", "0"},
                   {"STRATA_SIDE_STREAM", "0"},
                   {"STRATA_GROUPED_DIRECT", "0"},
                   {"STRATA_DIRECT_WARPS", "8"},
                   {"STRATA_ATTN_SPLITS", "256"},
                   {"STRATA_UNFUSE", "combine,gdn-norm"}});
   ASSERT_TRUE(s.ok()) << s.error();
-  EXPECT_TRUE(s->pdl);
+  EXPECT_FALSE(s->pdl);
   EXPECT_FALSE(s->side_stream);
   EXPECT_FALSE(s->grouped_direct);
   EXPECT_TRUE(s->direct_wide_t1);
   EXPECT_EQ(s->attn_splits, 256);
   EXPECT_TRUE(s->unfuse_gdn_norm);
   EXPECT_TRUE(s->unfuse_combine);
-  auto one = parse({{"STRATA_UNFUSE", "gdn-norm"}, {"STRATA_DIRECT_WARPS", "5"}, {"STRATA_PDL", "0"}});
+  auto one = parse({{"STRATA_UNFUSE", "gdn-norm"}, {"STRATA_DIRECT_WARPS", "5"}, {"STRATA_PDL", "1"}});
   ASSERT_TRUE(one.ok()) << one.error();
   EXPECT_TRUE(one->unfuse_gdn_norm);
   EXPECT_FALSE(one->unfuse_combine);
   EXPECT_FALSE(one->direct_wide_t1);
-  EXPECT_FALSE(one->pdl);
+  EXPECT_TRUE(one->pdl);
 }
 
 TEST(CudaSwitches, RefusedValuesNameTheVariable) {
