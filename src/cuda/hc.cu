@@ -178,7 +178,11 @@ __device__ __forceinline__ void load_floats(const float* p, float* f) {
   }
 }
 
-constexpr int kPreThreads = 256;
+// 160 threads: a released-geometry row of one stream (H = 2560 BF16, 320 16-byte vectors) is then
+// exactly kPreBatch vectors a thread, all requested before pdl_wait(), none idle; 256 left 192
+// threads with an empty second batch whose registers (120 at T = 4) held the kernel to two CTAs
+// per SM, and its 324 CTAs to two waves. At 160 threads three CTAs fit at every T up to 4.
+constexpr int kPreThreads = 160;
 [[maybe_unused]] constexpr int kPreWarps = kPreThreads / 32;
 // Output rows of [down; inject] per cluster: 4 at T = 1 (81 clusters, 324 CTAs, three per SM);
 // 5 at T = 2, whose form fits two CTAs per SM: 65 clusters (260 CTAs) then run as one wave on
@@ -323,7 +327,7 @@ __device__ __forceinline__ void pre_squares_staged(const HcPreParams& p, const f
 // them together with the dots, one barrier for both. At T >= 2 the squares are reduced first (their
 // kT doubles would otherwise stay live through the loop), which leaves room for 5 rows at T = 4.
 template <quant::Type WT, int kT>
-__global__ void __launch_bounds__(kPreThreads, kT == 1 ? 3 : 2) hc_pre_kernel(const HcPreParams p) {
+__global__ void __launch_bounds__(kPreThreads, 3) hc_pre_kernel(const HcPreParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   __trap();  // thread-block clusters need sm_90; hc_fused_supported() keeps older devices off this path
 #else
