@@ -61,11 +61,13 @@ AttnDims dims(int nh, int nkv, int hd, int n_rot, float theta, int nih, int id, 
 
 // Dense contexts below 2048 tokens, the dense -> sparse switch inside a window (pos 2045:
 // rows see 511..513 complete blocks), sparse contexts at every residue mod ratio (blocks
-// complete inside the window), a long sparse context, and small geometries where sparse is cheap.
+// complete inside the window), long sparse contexts (pos 32765: rows of 8191..8193 blocks, either
+// side of the top-k kernel's 8192 keys held in shared memory), and small geometries where sparse
+// is cheap.
 std::vector<Geometry> geometries() {
   return {
       {"released", dims(24, 2, 256, 64, 1e7f, 4, 128, 4, 512, 8192), {0, 37, 2045, 4096, 4097, 4098, 4099}},
-      {"released_ctx262144", dims(24, 2, 256, 64, 1e7f, 4, 128, 4, 512, 262144), {4101, 131075}},
+      {"released_ctx262144", dims(24, 2, 256, 64, 1e7f, 4, 128, 4, 512, 262144), {4101, 32765, 131075}},
       {"small", dims(6, 3, 128, 32, 1e4f, 2, 64, 4, 4, 256), {3, 20, 41, 42, 43, 200}},
       {"odd", dims(5, 1, 128, 16, 1e4f, 3, 32, 3, 5, 300), {1, 17, 30, 31, 32, 250}},
       {"dense", dims(8, 2, 256, 64, 1e7f, 0, 0, 0, 0, 1024), {0, 5, 600, 1000}},
@@ -478,8 +480,9 @@ Status run_case(const ParityOptions& opt, Reporter& rep, const Geometry& geo, in
 
 // ---- host checks of the index helpers the kernels share -------------------------------------------
 
-// The top-k kernel's algorithm run on the host with the same helpers: four radix passes, then the
-// index-order compaction; compared with reference::top_k (sorted ascending).
+// The top-k kernel's algorithm run on the host with the same helpers: up to four radix passes (a
+// pass whose bin holds exactly the keys still wanted settles the cut under the digits so far),
+// then the index-order compaction; compared with reference::top_k (sorted ascending).
 std::vector<int32_t> radix_top_k(const std::vector<float>& x, int k) {
   uint32_t prefix = 0, mask = 0;
   int k_rem = k;
@@ -489,13 +492,15 @@ std::vector<int32_t> radix_top_k(const std::vector<float>& x, int k) {
       const uint32_t key = attn_detail::score_key(v);
       if ((key & mask) == prefix) ++hist[(key >> shift) & 0xFFu];
     }
-    prefix |= static_cast<uint32_t>(attn_detail::radix_pick(hist, k_rem)) << shift;
+    const int bin = attn_detail::radix_pick(hist, k_rem);
+    prefix |= static_cast<uint32_t>(bin) << shift;
     mask |= 0xFFu << shift;
+    if (hist[bin] == k_rem) break;
   }
   std::vector<int32_t> out;
   int equal_seen = 0;
   for (size_t i = 0; i < x.size(); ++i) {
-    const uint32_t key = attn_detail::score_key(x[i]);
+    const uint32_t key = attn_detail::score_key(x[i]) & mask;
     if (key > prefix || (key == prefix && equal_seen++ < k_rem)) out.push_back(static_cast<int32_t>(i));
   }
   return out;

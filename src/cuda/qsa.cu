@@ -19,8 +19,6 @@ namespace {
 constexpr int kScoreThreads = 128;
 constexpr int kBlocksPerCta = 8;  // 8 blocks a CTA: 136 CTAs for 1088 blocks, about one wave on 132 SMs
 constexpr int kDotChains = 4;     // reference::dot's strided accumulators, one thread each
-constexpr int kSelectThreads = 1024;
-constexpr int kSelectUnroll = 4;
 
 // Shared-memory row stride (doubles) of the widened keys and queries: >= d and = 4 mod 16, so
 // the 16 lanes of a 64-bit phase (chain k = 0..3 of 4 consecutive rows) hit distinct banks.
@@ -98,127 +96,262 @@ __global__ void __launch_bounds__(kScoreThreads) qsa_score_kernel(ScoreArgs a) {
   }
 }
 
-// attn_detail::radix_pick over the 256 bins by warp 0 (a serial walk by one thread costs a few
-// us per pass): lane L owns bins 8L .. 8L + 7, a suffix scan over the lanes gives the count
-// above each lane's bins, and the highest lane holding a bin whose inclusive count from the top
-// reaches k_rem has the pick (the largest such bin, as in radix_pick). Writes the bin and the
-// lowered k_rem.
-__device__ void radix_pick_warp(const int* hist, int k_rem, int* pick_bin, int* pick_rem) {
+// The top-k CTA. Every pass of the radix select and the compaction are chains of dependent steps
+// (count, barrier, pick), so the kernel is latency bound; the layout below keeps the chain short:
+//   * a row of up to kResidentKeys blocks (a 32K context at ratio 4) is read from global memory
+//     once, into shared memory; its first kEarlyKeys scores are loaded together with pos, before
+//     nb is known, so a row up to an 8K context costs one global round trip in all;
+//   * one barrier per pass: every warp runs the pick on the histogram itself (no broadcast
+//     through shared memory and a second barrier), and the histograms rotate over three buffers so
+//     a pass zeroes the next one while it counts, and no warp can still be reading the one zeroed;
+//   * a pass whose picked bin holds exactly the keys still wanted ends the search: the remaining
+//     digits cannot change which blocks are taken (on relu-sum scores mostly after the second or
+//     third pass);
+//   * the compaction walks each warp's contiguous chunk in 32-key steps with ballots, so a single
+//     barrier (the warps' counts) places every id, and the ids are stored coalesced.
+// 256 threads: the redundant picks read 8 KB of shared memory a pass and a barrier waits on 8
+// warps, while the histogram work per SM is the same as with more threads.
+constexpr int kSelectThreads = 256;
+constexpr int kSelectWarps = kSelectThreads / 32;
+constexpr int kRadixBins = 256;
+constexpr int kResidentKeys = 8192;  // 32 KB of keys in shared memory
+constexpr int kEarlySlices = 8;      // keys per thread loaded before pos: rows of nb <= 2048
+constexpr int kEarlyKeys = kEarlySlices * kSelectThreads;
+constexpr int kLateSlices = (kResidentKeys - kEarlyKeys) / kSelectThreads;
+constexpr int kSharedSlices = 4;     // keys per thread per step of a pass over shared memory
+constexpr int kStreamSlices = 16;    // loads in flight per thread over a row that does not fit
+static_assert(kSelectThreads % 32 == 0 && kSelectWarps <= 32 && kResidentKeys % kSelectThreads == 0);
+
+// The keys of one row: held in shared memory, or read from the scores in global memory each time.
+struct SharedKeys {
+  const uint32_t* keys;
+  __device__ uint32_t operator()(int64_t i) const { return keys[i]; }
+};
+struct GlobalKeys {
+  const float* row;
+  __device__ uint32_t operator()(int64_t i) const { return attn_detail::score_key(row[i]); }
+};
+
+// Adds the current digit of every candidate ((key & mask) == prefix) among keys 0 .. nb - 1 to
+// hist. Thread x sees keys x, x + kSelectThreads, ... (the ones it stored, for SharedKeys). The
+// lanes of a warp with equal digits add once (__match_any_sync), so a slice costs one shared
+// atomic per distinct digit; a slice without candidates (most of them after the first pass) skips
+// the match. kSlices loads are in flight per thread before the first is used.
+template <int kSlices, class Keys>
+__device__ void count_digits(Keys keys, int64_t nb, uint32_t prefix, uint32_t mask, int shift, int* hist) {
   const unsigned full = 0xffffffffu;
   const int lane = threadIdx.x % 32;
-  int h[8], own = 0;
+  for (int64_t base = 0; base < nb; base += static_cast<int64_t>(kSlices) * kSelectThreads) {
+    uint32_t key[kSlices];
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    h[j] = hist[8 * lane + j];
-    own += h[j];
+    for (int u = 0; u < kSlices; ++u) {
+      const int64_t i = base + u * kSelectThreads + threadIdx.x;
+      key[u] = i < nb ? keys(i) : 0u;
+    }
+#pragma unroll
+    for (int u = 0; u < kSlices; ++u) {
+      const bool candidate = base + u * kSelectThreads + threadIdx.x < nb && (key[u] & mask) == prefix;
+      if (!__any_sync(full, candidate)) continue;  // warp-uniform
+      const uint32_t digit = candidate ? (key[u] >> shift) & 0xFFu : 256u + lane;  // others never match
+      const unsigned peers = __match_any_sync(full, digit);
+      if (candidate && lane == __ffs(peers) - 1) atomicAdd(&hist[digit], __popc(peers));
+    }
   }
+}
+
+struct RadixPick {
+  int bin;       // the digit of the k_rem-th largest candidate
+  int k_rem;     // k_rem lowered by the candidates in higher digits
+  bool settled;  // the bin holds exactly k_rem candidates: all of them are taken
+};
+
+// attn_detail::radix_pick over the 256 bins by one warp (every warp gets the same result): lane L
+// owns bins 8L .. 8L + 7, a suffix scan over the lanes gives the count above each lane's bins, and
+// the highest lane holding a bin whose inclusive count from the top reaches k_rem has the pick
+// (the largest such bin, as in radix_pick).
+__device__ RadixPick radix_pick_warp(const int* hist, int k_rem) {
+  const unsigned full = 0xffffffffu;
+  const int lane = threadIdx.x % 32;
+  const int4 lo = reinterpret_cast<const int4*>(hist)[2 * lane];
+  const int4 hi = reinterpret_cast<const int4*>(hist)[2 * lane + 1];
+  const int h[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  int own = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) own += h[j];
   int incl = own;  // candidates in the bins of lanes >= lane
   for (int o = 1; o < 32; o <<= 1) {
     const int n = __shfl_down_sync(full, incl, o);
     if (lane + o < 32) incl += n;
   }
-  const int total = __shfl_sync(full, incl, 0);
-  int cum = incl - own, found = -1, above_found = 0;
+  int cum = incl - own, found = -1, above_found = 0, found_count = 0;
 #pragma unroll
   for (int j = 7; j >= 0; --j) {
     if (found < 0 && cum + h[j] >= k_rem) {
       found = 8 * lane + j;
       above_found = cum;
+      found_count = h[j];
     }
     cum += h[j];
   }
   const unsigned hit = __ballot_sync(full, found >= 0);
   if (hit == 0) {  // fewer candidates than k_rem (never for a consistent histogram): radix_pick's fallback
-    if (lane == 0) {
-      *pick_bin = 0;
-      *pick_rem = k_rem - (total - h[0]);
+    const int total = __shfl_sync(full, incl, 0), bin0 = __shfl_sync(full, h[0], 0);
+    return {0, k_rem - (total - bin0), false};
+  }
+  const int src = 31 - __clz(hit);
+  const int bin = __shfl_sync(full, found, src);
+  const int rem = k_rem - __shfl_sync(full, above_found, src);
+  return {bin, rem, __shfl_sync(full, found_count, src) == rem};
+}
+
+// The cut: every key with (key & mask) > prefix is taken, and the first `need` keys (in index
+// order) with (key & mask) == prefix. After four passes mask is ~0u and prefix the key of the
+// top_blocks-th largest score; a settled pass stops with a shorter mask, and then `need` is the
+// number of keys equal to prefix under it, so the same blocks are taken.
+struct Cut {
+  uint32_t prefix, mask;
+  int need;
+};
+
+// Four 8-bit radix passes (fewer when one settles). hist[0] is zero on entry and every thread
+// sees its own keys, so no barrier precedes the first pass. Pass p counts into hist[p % 3] and
+// zeroes hist[(p + 1) % 3], last read by the picks of pass p - 2, which every warp finished
+// before the barrier of pass p - 1.
+template <int kSlices, class Keys>
+__device__ Cut find_cut(Keys keys, int64_t nb, int top_blocks, int (*hist)[kRadixBins]) {
+  Cut cut{0u, 0u, top_blocks};
+  for (int pass = 0; pass < 4; ++pass) {
+    const int shift = 24 - 8 * pass;
+    int* counts = hist[pass % 3];
+    for (int i = threadIdx.x; i < kRadixBins; i += kSelectThreads) hist[(pass + 1) % 3][i] = 0;
+    count_digits<kSlices>(keys, nb, cut.prefix, cut.mask, shift, counts);
+    __syncthreads();
+    const RadixPick p = radix_pick_warp(counts, cut.need);
+    cut.prefix |= static_cast<uint32_t>(p.bin) << shift;
+    cut.mask |= 0xFFu << shift;
+    cut.need = p.k_rem;
+    if (p.settled) break;  // CTA-uniform: every warp picked from the same histogram
+  }
+  return cut;
+}
+
+// Writes the taken ids ascending to out. Warp w owns keys [w * chunk, (w + 1) * chunk) and walks
+// them 32 at a time: a first walk counts the keys above and equal to the cut, one barrier shares
+// the warps' counts, and a second walk places each taken key at (keys above before it) +
+// min(keys equal before it, need), with ballots for the ranks inside a step.
+template <int kSlices, class Keys>
+__device__ void write_taken(Keys keys, int64_t nb, Cut cut, int top_blocks, int32_t* out, int* warp_above,
+                            int* warp_equal) {
+  const unsigned full = 0xffffffffu;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const unsigned lanes_below = (1u << lane) - 1u;
+  const int64_t chunk = (nb + kSelectThreads - 1) / kSelectThreads * 32;
+  const int64_t lo = min(nb, warp * chunk), hi = min(nb, lo + chunk);
+  constexpr int64_t kStep = 32 * kSlices;
+  int above = 0, equal = 0;
+  for (int64_t base = lo; base < hi; base += kStep) {
+    uint32_t key[kSlices];
+#pragma unroll
+    for (int u = 0; u < kSlices; ++u) {
+      const int64_t i = base + 32 * u + lane;
+      key[u] = i < hi ? keys(i) & cut.mask : 0u;
     }
-  } else if (lane == 31 - __clz(hit)) {
-    *pick_bin = found;
-    *pick_rem = k_rem - above_found;
+#pragma unroll
+    for (int u = 0; u < kSlices; ++u) {
+      const bool valid = base + 32 * u + lane < hi;
+      above += __popc(__ballot_sync(full, valid && key[u] > cut.prefix));
+      equal += __popc(__ballot_sync(full, valid && key[u] == cut.prefix));
+    }
+  }
+  if (lane == 0) {
+    warp_above[warp] = above;
+    warp_equal[warp] = equal;
+  }
+  __syncthreads();
+  const int above_before = __reduce_add_sync(full, lane < warp ? warp_above[lane] : 0);
+  int equal_seen = __reduce_add_sync(full, lane < warp ? warp_equal[lane] : 0);
+  int at = above_before + min(equal_seen, cut.need);
+  for (int64_t base = lo; base < hi; base += kStep) {
+    uint32_t key[kSlices];
+#pragma unroll
+    for (int u = 0; u < kSlices; ++u) {
+      const int64_t i = base + 32 * u + lane;
+      key[u] = i < hi ? keys(i) & cut.mask : 0u;
+    }
+#pragma unroll
+    for (int u = 0; u < kSlices; ++u) {
+      const int64_t i = base + 32 * u + lane;
+      const bool valid = i < hi;
+      const bool equal_key = valid && key[u] == cut.prefix;
+      const unsigned equal_mask = __ballot_sync(full, equal_key);
+      const bool take =
+          valid && (key[u] > cut.prefix || (equal_key && equal_seen + __popc(equal_mask & lanes_below) < cut.need));
+      const unsigned take_mask = __ballot_sync(full, take);
+      const int p = at + __popc(take_mask & lanes_below);
+      if (take && p < top_blocks) out[p] = static_cast<int32_t>(i);
+      at += __popc(take_mask);
+      equal_seen += __popc(equal_mask);
+    }
   }
 }
 
-// One CTA per row. A dense row gets n_sel = -1. A sparse row: four 8-bit radix passes over the
-// order-preserving keys find the key of the top_blocks-th largest score and how many of the
-// scores equal to it are taken; a compaction in index order then writes every block above it
-// and the first `need` equal ones, so the ids come out ascending.
-__global__ void __launch_bounds__(kSelectThreads) qsa_topk_kernel(const float* __restrict__ scores, int64_t nb_cap,
+// One CTA per row. A dense row gets n_sel = -1. A sparse row: radix passes over the
+// order-preserving keys find the cut (the key of the top_blocks-th largest score and how many of
+// the scores equal to it are taken); the compaction in index order then writes every block above
+// it and the first `need` equal ones, so the ids come out ascending. `scores` and `pos` are
+// written by earlier kernels: plain loads, after pdl_wait.
+__global__ void __launch_bounds__(kSelectThreads) qsa_topk_kernel(const float* scores, int64_t nb_cap,
                                                                   const int64_t* pos_p, int ratio, int top_blocks,
                                                                   int32_t* __restrict__ sel, int32_t* __restrict__ n_sel) {
   pdl_launch_dependents();
+  __shared__ uint32_t row_keys[kResidentKeys];
+  __shared__ __align__(16) int hist[3][kRadixBins];
+  __shared__ int warp_above[kSelectWarps], warp_equal[kSelectWarps];
+  for (int i = threadIdx.x; i < kRadixBins; i += kSelectThreads) hist[0][i] = 0;
+  __syncthreads();  // hist[0] is zero for the first pass; under PDL this waits alongside pdl_wait
   pdl_wait();
-  __shared__ int hist[256];
-  __shared__ int warp_tot[32];
-  __shared__ int pick_bin, pick_rem;
   const int t = blockIdx.x;
+  const float* row = scores + t * nb_cap;
+  // The first scores are loaded with pos, not after it: nb is not known yet, so threads past it
+  // load scores of the row that are never used (in bounds: the row holds nb_cap).
+  float early[kEarlySlices];
+#pragma unroll
+  for (int u = 0; u < kEarlySlices; ++u) {
+    const int64_t i = u * kSelectThreads + threadIdx.x;
+    early[u] = i < nb_cap ? row[i] : 0.0f;
+  }
   const int64_t nb = (*pos_p + t + 1) / ratio;
   if (nb <= top_blocks) {
     if (threadIdx.x == 0) n_sel[t] = -1;
     return;
   }
-  const float* row = scores + t * nb_cap;
-  uint32_t prefix = 0, mask = 0;
-  int k_rem = top_blocks;
-  // Up to kSelectUnroll * kSelectThreads scores the keys stay in registers over the four passes
-  // (one read of the row); longer rows are re-read each pass.
-  uint32_t key[kSelectUnroll];
-  const auto load_keys = [&](int64_t base) {
+  int32_t* out = sel + static_cast<int64_t>(t) * top_blocks;
+  if (nb <= kResidentKeys) {
 #pragma unroll
-    for (int u = 0; u < kSelectUnroll; ++u) {
-      const int64_t i = base + u * kSelectThreads + threadIdx.x;
-      key[u] = i < nb ? attn_detail::score_key(row[i]) : 0u;
+    for (int u = 0; u < kEarlySlices; ++u) {
+      const int i = u * kSelectThreads + threadIdx.x;
+      if (i < nb) row_keys[i] = attn_detail::score_key(early[u]);
     }
-  };
-  const bool resident = nb <= static_cast<int64_t>(kSelectUnroll) * kSelectThreads;
-  if (resident) load_keys(0);
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int i = threadIdx.x; i < 256; i += kSelectThreads) hist[i] = 0;
-    __syncthreads();
-    // Most scores share their top digits: the lanes of a warp with equal digits add once
-    // (__match_any_sync), so a pass costs one shared atomic per distinct digit per warp. Four
-    // loads are in flight per thread before the first is used.
-    const int lane = threadIdx.x % 32;
-    for (int64_t base = 0; base < nb; base += kSelectUnroll * kSelectThreads) {
-      if (!resident) load_keys(base);
+    if (nb > kEarlyKeys) {
+      float late[kLateSlices];
 #pragma unroll
-      for (int u = 0; u < kSelectUnroll; ++u) {
-        if (base + u * kSelectThreads >= nb) break;  // CTA-uniform: no lane of this slice has a score
-        const bool candidate = base + u * kSelectThreads + threadIdx.x < nb && (key[u] & mask) == prefix;
-        const uint32_t digit = candidate ? (key[u] >> shift) & 0xFFu : 256u + lane;  // others never match
-        const unsigned peers = __match_any_sync(0xffffffffu, digit);
-        if (candidate && lane == __ffs(peers) - 1) atomicAdd(&hist[digit], __popc(peers));
+      for (int u = 0; u < kLateSlices; ++u) {
+        const int i = kEarlyKeys + u * kSelectThreads + threadIdx.x;
+        late[u] = i < nb ? row[i] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kLateSlices; ++u) {
+        const int i = kEarlyKeys + u * kSelectThreads + threadIdx.x;
+        if (i < nb) row_keys[i] = attn_detail::score_key(late[u]);
       }
     }
-    __syncthreads();
-    if (threadIdx.x < 32) radix_pick_warp(hist, k_rem, &pick_bin, &pick_rem);
-    __syncthreads();
-    prefix |= static_cast<uint32_t>(pick_bin) << shift;
-    mask |= 0xFFu << shift;
-    k_rem = pick_rem;
-    __syncthreads();  // hist and pick_* are rewritten by the next pass
-  }
-  const uint32_t thr = prefix;
-  const int need_equal = k_rem;
-  // Compaction in index order: thread i owns the run [i * run, (i + 1) * run), so two scans
-  // (equal scores before the run, taken blocks before the run) place every id.
-  const int64_t run = (nb + kSelectThreads - 1) / kSelectThreads;
-  const int64_t r0 = min(nb, threadIdx.x * run), r1 = min(nb, r0 + run);
-  int my_equal = 0;
-  for (int64_t i = r0; i < r1; ++i) my_equal += attn_detail::score_key(row[i]) == thr;
-  int total = 0;
-  int equal_rank = block_exclusive_scan(my_equal, warp_tot, total);
-  int my_take = 0;
-  for (int64_t i = r0, e = equal_rank; i < r1; ++i) {
-    const uint32_t key = attn_detail::score_key(row[i]);
-    my_take += key > thr || (key == thr && e++ < need_equal);
-  }
-  int at = block_exclusive_scan(my_take, warp_tot, total);
-  int32_t* out = sel + static_cast<int64_t>(t) * top_blocks;
-  for (int64_t i = r0; i < r1; ++i) {
-    const uint32_t key = attn_detail::score_key(row[i]);
-    const bool take = key > thr || (key == thr && equal_rank++ < need_equal);
-    if (take && at < top_blocks) out[at++] = static_cast<int32_t>(i);
+    const SharedKeys keys{row_keys};
+    const Cut cut = find_cut<kSharedSlices>(keys, nb, top_blocks, hist);
+    write_taken<kSharedSlices>(keys, nb, cut, top_blocks, out, warp_above, warp_equal);
+  } else {
+    const GlobalKeys keys{row};
+    const Cut cut = find_cut<kStreamSlices>(keys, nb, top_blocks, hist);
+    write_taken<kStreamSlices>(keys, nb, cut, top_blocks, out, warp_above, warp_equal);
   }
   if (threadIdx.x == 0) n_sel[t] = top_blocks;
 }
