@@ -135,15 +135,15 @@ __global__ void __launch_bounds__(kEltThreads) add_inplace_kernel(float* __restr
 //
 // hc_pre, cluster g = output rows 4g .. 4g+3 of [down; inject] (rank + S rows; 5 rows at T = 2,
 // see kPreRows), CTA s = columns
-// s*H .. s*H+H-1. Released geometry (S=4, H=2560, rank 320, BF16): 81 clusters = 324 CTAs of 256
-// threads, all resident at once (<= 3 per SM). Bytes per launch at T = 1: weights 324 * 4 * 2560 *
+// s*H .. s*H+H-1. Released geometry (S=4, H=2560, rank 320, BF16): 81 clusters = 324 CTAs of 160
+// threads, all resident at once (3 per SM up to T = 4; at T = 8 the staged X allows 2). Bytes per launch at T = 1: weights 324 * 4 * 2560 *
 // 2 = 6.6 MB from HBM (prefetched to L2 before pdl_wait, so the fetch overlaps the previous
 // kernel's tail; each element read once for all T rows); X slice T * 10 KB (at T >= 4 staged in
 // shared memory once, then read from there by the squares and every row's dots) and norm slice 10 KB per
 // CTA from L2 (3.3 MB + 3.3 MB at T = 1). Work: the sum of squares (H per row and stream, double),
 // per weight element one multiply x * norm (once per t) and one FMA per t, and per stream sum one
 // multiply by the stream's inv_rms. Each thread keeps
-// 2 x 4 16-byte weight loads in flight (32 KB per CTA). With a folded combine every CTA forms
+// 2 x 4 16-byte weight loads in flight (20 KB per CTA: the CTA's whole share). With a folded combine every CTA forms
 // x + alpha_prev * y itself where it reads x (y: T * 10 KB more per CTA from L2) and cluster 0
 // writes the combined X to x_out (T * 40 KB): the separate combine launch (read 2 x, write x) goes.
 //
@@ -181,14 +181,14 @@ __device__ __forceinline__ void load_floats(const float* p, float* f) {
 // 160 threads: a released-geometry row of one stream (H = 2560 BF16, 320 16-byte vectors) is then
 // exactly kPreBatch vectors a thread, all requested before pdl_wait(), none idle; 256 left 192
 // threads with an empty second batch whose registers (120 at T = 4) held the kernel to two CTAs
-// per SM, and its 324 CTAs to two waves. At 160 threads three CTAs fit at every T up to 4.
+// per SM, and its 324 CTAs to two waves. At 160 threads three CTAs fit at every T up to 4: T = 4
+// windows 6.1% faster, T = 1 unchanged (bench/results/2026-12-01-h200-hc160-topk).
 constexpr int kPreThreads = 160;
 [[maybe_unused]] constexpr int kPreWarps = kPreThreads / 32;
-// Output rows of [down; inject] per cluster: 4 at T = 1 (81 clusters, 324 CTAs, three per SM);
-// 5 at T = 2, whose form fits two CTAs per SM: 65 clusters (260 CTAs) then run as one wave on
-// 132 SMs where 81 took a second, mostly empty one (H200: T = 2 windows 7.97 -> 7.87 ms). At
-// T = 4 and 8 five rows spill (92 bytes a thread at T = 4 under the 128 registers of two CTAs
-// per SM).
+// Output rows of [down; inject] per cluster: 4 (81 clusters, 324 CTAs); 5 at T = 2 (65 clusters,
+// 260 CTAs), chosen when CTAs of 256 threads fit only two per SM there (H200: T = 2 windows 7.97 ->
+// 7.87 ms) and kept since (fewer clusters read X). At T = 4 and 8 five rows spill (92 bytes a
+// thread at T = 4 under 128 registers).
 template <int kT>
 constexpr int kPreRows = kT == 2 ? 5 : 4;
 constexpr int kPreBatch = 2;  // 16-byte vectors per row and thread in flight
