@@ -235,6 +235,18 @@ __device__ Cut find_cut(Keys keys, int64_t nb, int top_blocks, int (*hist)[kRadi
   return cut;
 }
 
+// One step of a warp's walk: keys base + 32 u + lane (u < kSlices) under mask, 0 at or past hi; all
+// loads issued before any is used.
+template <int kSlices, class Keys>
+__device__ __forceinline__ void load_step(Keys keys, int64_t base, int64_t hi, uint32_t mask, uint32_t (&key)[kSlices]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int u = 0; u < kSlices; ++u) {
+    const int64_t i = base + 32 * u + lane;
+    key[u] = i < hi ? keys(i) & mask : 0u;
+  }
+}
+
 // Writes the taken ids ascending to out. Warp w owns keys [w * chunk, (w + 1) * chunk) and walks
 // them 32 at a time: a first walk counts the keys above and equal to the cut, one barrier shares
 // the warps' counts, and a second walk places each taken key at (keys above before it) +
@@ -251,11 +263,7 @@ __device__ void write_taken(Keys keys, int64_t nb, Cut cut, int top_blocks, int3
   int above = 0, equal = 0;
   for (int64_t base = lo; base < hi; base += kStep) {
     uint32_t key[kSlices];
-#pragma unroll
-    for (int u = 0; u < kSlices; ++u) {
-      const int64_t i = base + 32 * u + lane;
-      key[u] = i < hi ? keys(i) & cut.mask : 0u;
-    }
+    load_step<kSlices>(keys, base, hi, cut.mask, key);
 #pragma unroll
     for (int u = 0; u < kSlices; ++u) {
       const bool valid = base + 32 * u + lane < hi;
@@ -273,11 +281,7 @@ __device__ void write_taken(Keys keys, int64_t nb, Cut cut, int top_blocks, int3
   int at = above_before + min(equal_seen, cut.need);
   for (int64_t base = lo; base < hi; base += kStep) {
     uint32_t key[kSlices];
-#pragma unroll
-    for (int u = 0; u < kSlices; ++u) {
-      const int64_t i = base + 32 * u + lane;
-      key[u] = i < hi ? keys(i) & cut.mask : 0u;
-    }
+    load_step<kSlices>(keys, base, hi, cut.mask, key);
 #pragma unroll
     for (int u = 0; u < kSlices; ++u) {
       const int64_t i = base + 32 * u + lane;
