@@ -68,7 +68,7 @@ def kernels(listing):
         if m:
             if name:
                 yield name, body
-            name, body, chain = m.group(1), [], []
+            name, body, chain, fresh = m.group(1), [], [], True
             continue
         if "//##" in raw:  # an instruction's location lines: the inlined one, then where it is inlined
             chain = ([] if fresh else chain) + [(f, int(n)) for f, n in LOCATION.findall(raw)]
