@@ -227,14 +227,18 @@ __device__ __forceinline__ void load_mix_x(const HcPreParams& p, int t, int sid,
 
 constexpr int kStageBatch = 4;  // float4 per thread whose loads are all issued before any is used
 template <int kT>
-constexpr bool kStagedRows = kT >= 4;  // X (hc_pre) and r (hc_post) staged in shared memory
+constexpr bool kStagedRows = kT >= 4;  // r staged in hc_post's shared memory
+// hc_pre stages X at T = 4 only: at T = 8 the 80 KB of X allow two CTAs per SM, and its 324 CTAs
+// would take two waves; unstaged, three fit (its registers allow three at 160 threads).
+template <int kT>
+constexpr bool kPreStaged = kT == 4;
 
 // This CTA's stream of the window's X (p.T rows of H) into shared memory, xs[t * H/4 + q]: x itself,
 // or with the folded combine x + y * alpha_prev as hc_combine_kernel rounds it (cluster 0 also
 // writes that to x_out). Staged once, X is read from shared memory by the sums of squares and by
-// every row of the dots, instead of one L2 round trip per row t and vector. Windows of T >= 4
-// only (kStagedRows): at T = 1 staging measured 2% slower per token (the barrier after it, for
-// one row that each vector is read from L2 once anyway), at T = 8 4% faster.
+// every row of the dots, instead of one L2 round trip per row t and vector. Windows of T = 4
+// only (kPreStaged): at T = 1 staging measured 2% slower per token (the barrier after it, for
+// one row that each vector is read from L2 once anyway).
 __device__ __forceinline__ void stage_x(const HcPreParams& p, int sid, bool write_x, float4* xs) {
   const int h4 = p.H / 4, n4 = p.T * h4;
   const int64_t wide4 = static_cast<int64_t>(p.S) * h4, col4 = static_cast<int64_t>(sid) * h4;
@@ -338,7 +342,7 @@ __global__ void __launch_bounds__(kPreThreads, 3) hc_pre_kernel(const HcPreParam
   __shared__ float rms[kMaxWindowRows];
   __shared__ float red[kPreWarps][kRows][kMaxWindowRows];
   __shared__ float part_all[kMaxClusterStreams][kRows * kMaxWindowRows];  // rank 0's: stream k's dot products
-  extern __shared__ float4 xs[];  // kStagedRows: [p.T][H / 4], this stream's X (stage_x)
+  extern __shared__ float4 xs[];  // kPreStaged: [p.T][H / 4], this stream's X (stage_x)
   const cg::cluster_group cluster = cg::this_cluster();
   cluster_arrive_relaxed();  // phase 1
   const int sid = static_cast<int>(cluster.block_rank());
@@ -364,7 +368,7 @@ __global__ void __launch_bounds__(kPreThreads, 3) hc_pre_kernel(const HcPreParam
   load_pre_batch<WT, kRows>(w, rows, threadIdx.x, nvec);  // pdl-pre-wait: weights: no kernel of the window writes them
   pdl_wait();
 
-  constexpr bool kStaged = kStagedRows<kT>;
+  constexpr bool kStaged = kPreStaged<kT>;
   if constexpr (kStaged) {
     stage_x(p, sid, write_x, xs);
     __syncthreads();
@@ -735,7 +739,7 @@ template <quant::Type WT, int kT>
 cudaError_t launch_pre_t(const HcPreParams& p, Stream stream) {
   const unsigned groups = static_cast<unsigned>((p.n_out + kPreRows<kT> - 1) / kPreRows<kT>);
   const dim3 grid(groups * static_cast<unsigned>(p.S)), block(kPreThreads);
-  const size_t smem = kStagedRows<kT> ? static_cast<size_t>(p.T) * p.H * sizeof(float) : 0;
+  const size_t smem = kPreStaged<kT> ? static_cast<size_t>(p.T) * p.H * sizeof(float) : 0;
   return launch_staged(hc_pre_kernel<WT, kT>, grid, block, smem, static_cast<unsigned>(p.S), stream, p);
 }
 
