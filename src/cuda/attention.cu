@@ -167,11 +167,16 @@ __global__ void __launch_bounds__(kPrepThreads) block_key_kernel(PrepKernelArgs 
 constexpr int kDecodeWarps = 16;
 constexpr int kDecodeThreads = kDecodeWarps * 32;
 constexpr int kTile = 32;              // tokens per K/V tile (one per lane in the score phase)
-constexpr int kScoreBatch = 4;         // K (and query) float4s read before their score FMAs
-constexpr int kPvBatch = 4;            // tokens whose V float4s and weights are read before their FMAs
-static_assert(32 % kScoreBatch == 0 && kPvBatch == 4);  // hd / 4 in {32, 64}; weights read as a float4
+constexpr int kPvBatch = 4;            // tokens whose V float4s are read before their FMAs
+static_assert(kPvBatch == 4);          // their weights are read as one float4
 constexpr int kListCap = 2048;         // visible tokens listed at once per CTA
-constexpr int kQPerWarp = (kMaxWindowRows * kMaxGroup + kDecodeWarps - 1) / kDecodeWarps;
+constexpr int kMaxQv = kMaxWindowRows * kMaxGroup;  // query vectors of one kv head in a window
+// Query vectors whose partial dots are in shared memory at once: one per warp for the softmax.
+// 16 x 16 x 32 floats (32 KB) is what fits beside the 96 query vectors of T = 8 at hd 256.
+constexpr int kScoreChunk = kDecodeWarps;
+// Floats per softmax-weight row: a multiple of 4 (the values phase reads 4 weights as a float4)
+// whose float4 stride (9) is odd, so the 8 rows of one read land in distinct bank groups.
+constexpr int kPStride = kTile + 4;
 // CTAs of one window by default. Two waves on 132 SMs, yet shorter chunks per CTA measured faster
 // than one wave of 128 (H200, 4096 tokens, bench/results/2026-12-01-hc-attn-arms: 5.342 -> 5.271 ms
 // per token; 512 measured 5.370).
@@ -245,34 +250,193 @@ __device__ __forceinline__ float4 axpy4(float a, float4 x, float4 y) {
 // spreads 8 lanes' 16-byte reads over all 32 banks.
 __host__ __device__ constexpr int k_stride4(int hd4) { return hd4 + 1; }
 
-size_t decode_smem_bytes(int T, int group, int hd) {
-  const int hd4 = hd / 4;
-  return (static_cast<size_t>(T) * group * hd + 4 * static_cast<size_t>(kTile) * k_stride4(hd4) + kTile * hd +
-          kDecodeWarps * kQPerWarp * 32) * sizeof(float) +
-         kListCap * sizeof(int32_t) + kListCap + (32 + kMaxWindowRows) * sizeof(int);
+// Byte offsets of attn_split_kernel's shared arrays for qvs query vectors of head_dim hd; every
+// offset stays a multiple of 16 (float4 arrays first, each a multiple of 16 bytes long).
+struct DecodeSmemLayout {
+  size_t q, k, v, part, p, m, l, alpha, list, masks, warp_tot, n_sel, total;
+};
+__host__ __device__ constexpr DecodeSmemLayout decode_smem_layout(int qvs, int hd) {
+  const size_t hd4 = static_cast<size_t>(hd) / 4, n = static_cast<size_t>(qvs);
+  DecodeSmemLayout s{};
+  s.q = 0;                                            // float4 [qvs, hd4]
+  s.k = s.q + n * hd4 * 16;                           // float4 [kTile, ks4]
+  s.v = s.k + kTile * k_stride4(hd / 4) * 16;         // float4 [kTile, hd4]
+  s.part = s.v + kTile * hd4 * 16;                    // float [kDecodeWarps, kScoreChunk, kTile]
+  s.p = s.part + kDecodeWarps * kScoreChunk * kTile * 4;  // float [qvs, kPStride]
+  s.m = s.p + n * kPStride * 4;                       // float [qvs] running max
+  s.l = s.m + n * 4;                                  // float [qvs] running sum of exp
+  s.alpha = s.l + n * 4;                              // float [qvs] this tile's rescale
+  s.list = s.alpha + n * 4;                           // int32 [kListCap]
+  s.masks = s.list + kListCap * 4;                    // uint8 [kListCap]
+  s.warp_tot = s.masks + kListCap;                    // int [32]
+  s.n_sel = s.warp_tot + 32 * 4;                      // int [kMaxWindowRows]
+  s.total = s.n_sel + kMaxWindowRows * 4;
+  return s;
+}
+static_assert(decode_smem_layout(kMaxQv, 256).total <= 227 * 1024, "over sm_90's opt-in shared memory per CTA");
+
+size_t decode_smem_bytes(int T, int group, int hd) { return decode_smem_layout(T * group, hd).total; }
+
+struct DecodeSmem {
+  float4* q;
+  float4* k;
+  float4* v;
+  float* part;   // partial dots of the current chunk: [warp][qv - chunk start][token]
+  float* p;      // softmax weights: [qv][token], rows kPStride floats
+  float* m;
+  float* l;
+  float* alpha;
+  int32_t* list;
+  uint8_t* masks;
+  int* warp_tot;
+  int* n_sel;
+};
+
+__device__ DecodeSmem carve_decode_smem(void* base, int qvs, int hd) {
+  const DecodeSmemLayout lay = decode_smem_layout(qvs, hd);
+  char* b = static_cast<char*>(base);
+  return {reinterpret_cast<float4*>(b + lay.q),     reinterpret_cast<float4*>(b + lay.k),
+          reinterpret_cast<float4*>(b + lay.v),     reinterpret_cast<float*>(b + lay.part),
+          reinterpret_cast<float*>(b + lay.p),      reinterpret_cast<float*>(b + lay.m),
+          reinterpret_cast<float*>(b + lay.l),      reinterpret_cast<float*>(b + lay.alpha),
+          reinterpret_cast<int32_t*>(b + lay.list), reinterpret_cast<uint8_t*>(b + lay.masks),
+          reinterpret_cast<int*>(b + lay.warp_tot), reinterpret_cast<int*>(b + lay.n_sel)};
 }
 
-// CTA (split s, kv head g): every query vector of kv head g (T rows x group heads; warp w holds
-// vectors w, w + 16, ..., at most kQPerWarp) against the visible tokens of split s's positions.
-// The CTA lists the positions some row sees (ascending), then walks the list in tiles of 32
-// tokens, so each K/V row is read from memory once for all T rows and group heads. Scores: lane
-// j computes token j's dots with all the warp's query vectors (each K float4 read once, the
-// query float4s are broadcasts). Values: a lane owns NC float4 groups of dims (128 c + 4 lane ..)
-// of every query vector's accumulator, so each V float4 also serves all of them. Online softmax
-// per tile; fixed order throughout.
+// Head dims are split across the warps: warp w owns float4s [w * kD4, (w + 1) * kD4) of every K,
+// V and query row (16 dims at hd 256, 8 at hd 128), for all query vectors, in both phases. Each
+// K and V element is then read from shared memory by one warp per tile instead of by every warp.
+template <int NC>
+struct DimSplit {
+  static constexpr int kHd4 = 32 * NC;                 // float4s per head vector
+  static constexpr int kD4 = kHd4 / kDecodeWarps;      // float4s per warp
+  static constexpr int kQvPerPass = 32 / kD4;          // query vectors one values pass covers
+  static constexpr int kPasses = kMaxQv / kQvPerPass;  // accumulator float4s per lane at most
+  static_assert(kHd4 % kDecodeWarps == 0 && 32 % kD4 == 0 && kMaxQv % kQvPerPass == 0);
+};
+
+// Scores, part 1: lane = token of the tile, holding its K slice (kk); for query vectors
+// q0 .. q0 + qn - 1 the partial dot over this warp's dims (broadcast reads of the query slice)
+// goes to part[warp][qv - q0][lane]. Four chains (one per float4 component), ascending float4.
+template <int NC>
+__device__ void score_partials(const DecodeSmem& sm, const float4 (&kk)[DimSplit<NC>::kD4], int q0, int qn,
+                               int warp, int lane) {
+  using D = DimSplit<NC>;
+  const float4* qcol = sm.q + q0 * D::kHd4 + warp * D::kD4;
+  float* out = sm.part + warp * kScoreChunk * kTile + lane;
+  // 8 query float4s in flight at either head_dim; more only adds registers next to acc.
+  constexpr int kUnroll = 8 / D::kD4;
+#pragma unroll kUnroll
+  for (int i = 0; i < qn; ++i) {
+    const float4* qrow = qcol + i * D::kHd4;
+    float4 qq[D::kD4];
+#pragma unroll
+    for (int u = 0; u < D::kD4; ++u) qq[u] = qrow[u];
+    float4 s4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int u = 0; u < D::kD4; ++u) {
+      s4.x = fmaf(qq[u].x, kk[u].x, s4.x);
+      s4.y = fmaf(qq[u].y, kk[u].y, s4.y);
+      s4.z = fmaf(qq[u].z, kk[u].z, s4.z);
+      s4.w = fmaf(qq[u].w, kk[u].w, s4.w);
+    }
+    out[i * kTile] = (s4.x + s4.y) + (s4.z + s4.w);
+  }
+}
+
+// Scores, part 2, by one warp for query vector qv (slot qv - q0 of the chunk, window row t),
+// lane = token: the score is the sum of the warps' partial dots in ascending warp order; then the
+// online-softmax step over the tokens row t sees (tok_mask, bit t). A row that sees no token of
+// the tile keeps m and l and gets alpha = 1 and weights 0. m and l are only touched by this
+// warp; alpha and the weights are read by every warp in the values phase.
+__device__ void softmax_step(const DecodeSmem& sm, int qv, int slot, int t, unsigned tok_mask, float scale,
+                             int lane) {
+  const float* part = sm.part + slot * kTile + lane;
+  float dot = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kDecodeWarps; ++w) dot += part[w * kScoreChunk * kTile];
+  const float score = ((tok_mask >> t) & 1u) ? dot * scale : -INFINITY;
+  const float tile_max = warp_max(score);
+  const float m_old = sm.m[qv];
+  float alpha = 1.0f, pj = 0.0f, m_new = m_old, l_new = 0.0f;
+  if (tile_max != -INFINITY) {
+    m_new = fmaxf(m_old, tile_max);
+    alpha = expf(m_old - m_new);
+    pj = expf(score - m_new);
+    l_new = sm.l[qv] * alpha + warp_sum(pj);
+  }
+  sm.p[qv * kPStride + lane] = pj;
+  __syncwarp();  // every lane has read m[qv] and l[qv]
+  if (lane == 0) {
+    sm.alpha[qv] = alpha;
+    if (tile_max != -INFINITY) {
+      sm.m[qv] = m_new;
+      sm.l[qv] = l_new;
+    }
+  }
+}
+
+// Values: lane owns float4 c4 = warp * kD4 + lane % kD4 of query vectors
+// qv = lane / kD4 + kQvPerPass * k (acc[k]). acc = acc * alpha + sum_j p_j v_j, tokens in
+// ascending j; a V float4 is shared by the kQvPerPass lanes that own it (one broadcast read), the
+// weights of 4 tokens come as one float4. Tokens n_tile .. n_pv - 1 have weight 0 and zero-filled
+// V rows, so they leave acc unchanged.
+template <int NC>
+__device__ void accumulate_values(const DecodeSmem& sm, float4 (&acc)[DimSplit<NC>::kPasses], int qvs, int n_tile,
+                                  int warp, int lane) {
+  using D = DimSplit<NC>;
+  const int c4 = warp * D::kD4 + lane % D::kD4, qv0 = lane / D::kD4;
+  const int passes = (qvs + D::kQvPerPass - 1) / D::kQvPerPass;
+#pragma unroll
+  for (int k = 0; k < D::kPasses; ++k) {
+    if (k >= passes) break;
+    const int qv = qv0 + D::kQvPerPass * k;
+    const float a = qv < qvs ? sm.alpha[qv] : 1.0f;
+    acc[k].x *= a;
+    acc[k].y *= a;
+    acc[k].z *= a;
+    acc[k].w *= a;
+  }
+  const int n_pv = (n_tile + kPvBatch - 1) / kPvBatch * kPvBatch;
+  for (int j = 0; j < n_pv; j += kPvBatch) {
+    float4 vv[kPvBatch];
+#pragma unroll
+    for (int u = 0; u < kPvBatch; ++u) vv[u] = sm.v[(j + u) * D::kHd4 + c4];
+#pragma unroll
+    for (int k = 0; k < D::kPasses; ++k) {
+      if (k >= passes) break;
+      const int qv = qv0 + D::kQvPerPass * k;
+      const float4 w4 = qv < qvs ? *reinterpret_cast<const float4*>(sm.p + qv * kPStride + j)
+                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      acc[k] = axpy4(w4.x, vv[0], acc[k]);
+      acc[k] = axpy4(w4.y, vv[1], acc[k]);
+      acc[k] = axpy4(w4.z, vv[2], acc[k]);
+      acc[k] = axpy4(w4.w, vv[3], acc[k]);
+    }
+  }
+}
+
+// CTA (split s, kv head g): every query vector of kv head g (QV = T rows x group heads,
+// qv = t * group + head) against the visible tokens of split s's positions. The CTA lists the
+// positions some row sees (ascending), then walks the list in tiles of 32 tokens, so each K/V row
+// is read from memory once for all T rows and group heads. Per tile, with the head dims split
+// across warps (DimSplit):
+//   scores   per chunk of 16 query vectors: each warp's partial dots over its dims (lane =
+//            token), a barrier, then one warp per query vector sums them and takes the
+//            online-softmax step (m, l, alpha, weights in shared memory);
+//   values   each warp scales and accumulates its dims of every query vector in registers.
+// Every K and V float4 is read from shared memory once per tile (by its warp); the query slices
+// are broadcasts, QV x hd / 4 one-wavefront reads per tile, which is what dominates the
+// shared-memory traffic at T = 8 (halving it needs a lane to score two tokens per query read).
+// Fixed order throughout (partial dots summed in ascending warp order), so the result is
+// deterministic.
 template <int NC>
 __global__ void __launch_bounds__(kDecodeThreads, 1) attn_split_kernel(DecodeKernelArgs p) {
+  using D = DimSplit<NC>;
   extern __shared__ float4 smem4[];
-  const int hd = p.hd, hd4 = hd / 4, ks4 = k_stride4(hd4);
+  const int hd = p.hd, hd4 = D::kHd4, ks4 = k_stride4(hd4);
   const int QV = p.T * p.group;
-  float4* q_s = smem4;                    // [QV, hd4]
-  float4* k_s = q_s + QV * hd4;           // [kTile, ks4]
-  float4* v_s = k_s + kTile * ks4;        // [kTile, hd4]
-  float* p_s = reinterpret_cast<float*>(v_s + kTile * hd4);  // [warps, kQPerWarp, 32]
-  int32_t* list = reinterpret_cast<int32_t*>(p_s + kDecodeWarps * kQPerWarp * 32);
-  uint8_t* masks = reinterpret_cast<uint8_t*>(list + kListCap);
-  int* warp_tot = reinterpret_cast<int*>(masks + kListCap);  // 32 ints
-  int* n_sel_s = warp_tot + 32;                              // kMaxWindowRows ints
+  const DecodeSmem sm = carve_decode_smem(smem4, QV, hd);
 
   pdl_launch_dependents();
   pdl_wait();
@@ -283,16 +447,18 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) attn_split_kernel(DecodeKer
   const int64_t lo = s * plan.chunk;
   const int64_t hi = min(lo + plan.chunk, pos + p.T);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  // This warp's query vectors: qv = warp + 16 qi for qi < nq.
-  const int nq = warp < QV ? (QV - warp + kDecodeWarps - 1) / kDecodeWarps : 0;
 
   // Query vectors of kv head g: qv = t * group + j is head g * group + j of row t.
   for (int i = tid; i < QV * hd4; i += kDecodeThreads) {
     const int qv = i / hd4, c = i % hd4;
     const int t = qv / p.group, h = g * p.group + qv % p.group;
-    q_s[i] = reinterpret_cast<const float4*>(p.q + (static_cast<int64_t>(t) * p.nh + h) * hd)[c];
+    sm.q[i] = reinterpret_cast<const float4*>(p.q + (static_cast<int64_t>(t) * p.nh + h) * hd)[c];
   }
-  if (tid < p.T) n_sel_s[tid] = p.ratio > 0 ? p.n_sel[tid] : -1;
+  for (int i = tid; i < QV; i += kDecodeThreads) {
+    sm.m[i] = -INFINITY;
+    sm.l[i] = 0.0f;
+  }
+  if (tid < p.T) sm.n_sel[tid] = p.ratio > 0 ? p.n_sel[tid] : -1;
   __syncthreads();
 
   // This thread's share of the 16-byte copies of tile rows list[base ..] of K (into k_s's padded
@@ -300,26 +466,19 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) attn_split_kernel(DecodeKer
   // NaN). Every thread commits, so the groups stay in step across the CTA.
   static_assert(kTile * 32 * NC % kDecodeThreads == 0);
   const auto issue_tile = [&](const float* src, float4* dst, int dst_stride4, int base, int n_list) {
-    constexpr int kHd4 = 32 * NC;  // hd / 4
 #pragma unroll 1
-    for (int r = 0; r < kTile * kHd4 / kDecodeThreads; ++r) {
-      const int i = tid + r * kDecodeThreads, j = i / kHd4, c = i % kHd4;
+    for (int r = 0; r < kTile * D::kHd4 / kDecodeThreads; ++r) {
+      const int i = tid + r * kDecodeThreads, j = i / D::kHd4, c = i % D::kHd4;
       const bool real = base + j < n_list;
-      const int64_t row = real ? (static_cast<int64_t>(list[base + j]) * p.nkv + g) * kHd4 : 0;
+      const int64_t row = real ? (static_cast<int64_t>(sm.list[base + j]) * p.nkv + g) * D::kHd4 : 0;
       cp_async16(dst + j * dst_stride4 + c, reinterpret_cast<const float4*>(src) + row + c, real ? 16 : 0);
     }
     cp_async_commit();
   };
 
-  float4 acc[kQPerWarp][NC];
-  float m[kQPerWarp], l[kQPerWarp];
+  float4 acc[D::kPasses];
 #pragma unroll
-  for (int qi = 0; qi < kQPerWarp; ++qi) {
-    m[qi] = -INFINITY;
-    l[qi] = 0.0f;
-#pragma unroll
-    for (int c = 0; c < NC; ++c) acc[qi][c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  }
+  for (int k = 0; k < D::kPasses; ++k) acc[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
   for (int64_t cursor = lo; cursor < hi;) {
     // List the next visible positions (ascending) while a full scan still fits.
@@ -330,16 +489,16 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) attn_split_kernel(DecodeKer
       if (tok < hi) {
         for (int t = 0; t < p.T; ++t) {
           const uint32_t* row = p.bitmap + t * p.words;
-          const bool sees = attn_detail::row_sees(tok, pos, t, p.ratio, n_sel_s[t],
+          const bool sees = attn_detail::row_sees(tok, pos, t, p.ratio, sm.n_sel[t],
                                                   [row](int64_t b) { return ((row[b / 32] >> (b % 32)) & 1u) != 0; });
           mask |= static_cast<unsigned>(sees) << t;
         }
       }
       int total = 0;
-      const int at = list_n + block_exclusive_scan(mask != 0 ? 1 : 0, warp_tot, total);
+      const int at = list_n + block_exclusive_scan(mask != 0 ? 1 : 0, sm.warp_tot, total);
       if (mask != 0) {
-        list[at] = static_cast<int32_t>(tok);
-        masks[at] = static_cast<uint8_t>(mask);
+        sm.list[at] = static_cast<int32_t>(tok);
+        sm.masks[at] = static_cast<uint8_t>(mask);
       }
       list_n += total;
       cursor += kDecodeThreads;
@@ -351,8 +510,8 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) attn_split_kernel(DecodeKer
     // warp has read the previous K tile (they run under the previous tile's values phase), its V
     // copies once every warp has used the previous V tile (they run under this tile's scores).
     if (list_n > 0) {
-      issue_tile(p.k, k_s, ks4, 0, list_n);
-      issue_tile(p.v, v_s, hd4, 0, list_n);
+      issue_tile(p.k, sm.k, ks4, 0, list_n);
+      issue_tile(p.v, sm.v, hd4, 0, list_n);
     }
     for (int base = 0; base < list_n; base += kTile) {
       const int n_tile = min(kTile, list_n - base);
@@ -360,122 +519,44 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) attn_split_kernel(DecodeKer
       cp_async_wait<1>();  // this tile's K (its V may still be in flight)
       __syncthreads();
 
-      // Scores: lane = token of the tile. Four partial sums per query vector (one per float4
-      // component) keep four independent FMA chains in flight.
-      float4 sc4[kQPerWarp];
+      // Scores. The lane's K slice is read once and serves every query vector.
+      float4 kk[D::kD4];
 #pragma unroll
-      for (int qi = 0; qi < kQPerWarp; ++qi) sc4[qi] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      // kScoreBatch dims at a time: the lane's K float4s, then per query vector its float4s, then
-      // the FMAs; every sc4 component still takes its products in ascending c.
-      const float4* krow = k_s + lane * ks4;
-      for (int c0 = 0; c0 < hd4; c0 += kScoreBatch) {
-        float4 kk[kScoreBatch];
-#pragma unroll
-        for (int u = 0; u < kScoreBatch; ++u) kk[u] = krow[c0 + u];
-#pragma unroll
-        for (int qi = 0; qi < kQPerWarp; ++qi) {
-          if (qi >= nq) break;
-          const float4* qrow = q_s + (warp + kDecodeWarps * qi) * hd4 + c0;
-          float4 qq[kScoreBatch];
-#pragma unroll
-          for (int u = 0; u < kScoreBatch; ++u) qq[u] = qrow[u];
-#pragma unroll
-          for (int u = 0; u < kScoreBatch; ++u) {
-            sc4[qi].x = fmaf(qq[u].x, kk[u].x, sc4[qi].x);
-            sc4[qi].y = fmaf(qq[u].y, kk[u].y, sc4[qi].y);
-            sc4[qi].z = fmaf(qq[u].z, kk[u].z, sc4[qi].z);
-            sc4[qi].w = fmaf(qq[u].w, kk[u].w, sc4[qi].w);
-          }
-        }
-      }
-      float sc[kQPerWarp];
-#pragma unroll
-      for (int qi = 0; qi < kQPerWarp; ++qi) sc[qi] = (sc4[qi].x + sc4[qi].y) + (sc4[qi].z + sc4[qi].w);
-      const unsigned my_mask = lane < n_tile ? masks[base + lane] : 0u;
-      float alpha[kQPerWarp];
-#pragma unroll
-      for (int qi = 0; qi < kQPerWarp; ++qi) alpha[qi] = 1.0f;
-#pragma unroll
-      for (int qi = 0; qi < kQPerWarp; ++qi) {
-        if (qi >= nq) break;
-        const int t = (warp + kDecodeWarps * qi) / p.group;
-        const float score = ((my_mask >> t) & 1u) ? sc[qi] * p.scale : -INFINITY;
-        const float tile_max = warp_max(score);
-        float pj = 0.0f;
-        if (tile_max != -INFINITY) {  // else row t sees no token of this tile: nothing changes
-          const float m_new = fmaxf(m[qi], tile_max);
-          alpha[qi] = expf(m[qi] - m_new);
-          pj = expf(score - m_new);
-          l[qi] = l[qi] * alpha[qi] + warp_sum(pj);
-          m[qi] = m_new;
-        }
-        p_s[(warp * kQPerWarp + qi) * 32 + lane] = pj;
+      for (int u = 0; u < D::kD4; ++u) kk[u] = sm.k[lane * ks4 + warp * D::kD4 + u];
+      const unsigned tok_mask = lane < n_tile ? sm.masks[base + lane] : 0u;
+      for (int q0 = 0; q0 < QV; q0 += kScoreChunk) {
+        const int qn = min(kScoreChunk, QV - q0);
+        score_partials<NC>(sm, kk, q0, qn, warp, lane);
+        __syncthreads();  // the chunk's partial dots
+        if (warp < qn) softmax_step(sm, q0 + warp, warp, (q0 + warp) / p.group, tok_mask, p.scale, lane);
+        if (q0 + kScoreChunk < QV) __syncthreads();  // the next chunk overwrites part (same branch in every thread)
       }
 
-      // Values: acc = acc * alpha + sum_j p_j v_j.
-#pragma unroll
-      for (int qi = 0; qi < kQPerWarp; ++qi)
-#pragma unroll
-        for (int c = 0; c < NC; ++c) {
-          acc[qi][c].x *= alpha[qi];
-          acc[qi][c].y *= alpha[qi];
-          acc[qi][c].z *= alpha[qi];
-          acc[qi][c].w *= alpha[qi];
-        }
       cp_async_wait<0>();  // this tile's V
-      __syncthreads();     // V and the warp's p_s visible; every warp is done with k_s
-      if (more) issue_tile(p.k, k_s, ks4, base + kTile, list_n);
-      // kPvBatch tokens at a time: their V float4s first, then per query vector the tokens'
-      // weights (one float4) and the FMAs; every accumulator still takes its tokens in ascending j,
-      // the same operands in the same order as one token at a time.
-      const float* pw = p_s + warp * kQPerWarp * 32;
-      int j = 0;
-      for (; j + kPvBatch <= n_tile; j += kPvBatch) {
-        float4 vv[kPvBatch][NC];
-#pragma unroll
-        for (int u = 0; u < kPvBatch; ++u)
-#pragma unroll
-          for (int c = 0; c < NC; ++c) vv[u][c] = v_s[(j + u) * hd4 + 32 * c + lane];
-#pragma unroll
-        for (int qi = 0; qi < kQPerWarp; ++qi) {
-          if (qi >= nq) break;
-          const float4 w4 = *reinterpret_cast<const float4*>(pw + qi * 32 + j);
-          const float w[kPvBatch] = {w4.x, w4.y, w4.z, w4.w};
-#pragma unroll
-          for (int u = 0; u < kPvBatch; ++u)
-#pragma unroll
-            for (int c = 0; c < NC; ++c) acc[qi][c] = axpy4(w[u], vv[u][c], acc[qi][c]);
-        }
-      }
-      for (; j < n_tile; ++j) {
-        float4 vv[NC];
-#pragma unroll
-        for (int c = 0; c < NC; ++c) vv[c] = v_s[j * hd4 + 32 * c + lane];
-#pragma unroll
-        for (int qi = 0; qi < kQPerWarp; ++qi) {
-          if (qi >= nq) break;
-          const float w = pw[qi * 32 + j];
-#pragma unroll
-          for (int c = 0; c < NC; ++c) acc[qi][c] = axpy4(w, vv[c], acc[qi][c]);
-        }
-      }
-      __syncthreads();  // every warp is done with v_s (and p_s); the next list overwrites list and masks
-      if (more) issue_tile(p.v, v_s, hd4, base + kTile, list_n);
+      __syncthreads();     // V, weights and alpha visible; every warp is done with k_s and part
+      if (more) issue_tile(p.k, sm.k, ks4, base + kTile, list_n);
+      accumulate_values<NC>(sm, acc, QV, n_tile, warp, lane);
+      __syncthreads();  // every warp is done with v_s, p and alpha; the next list overwrites list and masks
+      if (more) issue_tile(p.v, sm.v, hd4, base + kTile, list_n);
     }
   }
 
+  // Partial results. m and l were last written before a barrier (the tile's last one, or the
+  // one after their initialisation when the split saw no token).
+  const int c4 = warp * D::kD4 + lane % D::kD4;
 #pragma unroll
-  for (int qi = 0; qi < kQPerWarp; ++qi) {
-    if (qi >= nq) break;
-    const int qv = warp + kDecodeWarps * qi;
+  for (int k = 0; k < D::kPasses; ++k) {
+    const int qv = lane / D::kD4 + D::kQvPerPass * k;
+    if (qv >= QV) break;
     const int t = qv / p.group, h = g * p.group + qv % p.group;
     const int64_t r = (static_cast<int64_t>(s) * p.T + t) * p.nh + h;
-    if (lane == 0) {
-      p.part_m[r] = m[qi];
-      p.part_l[r] = l[qi];
-    }
-#pragma unroll
-    for (int c = 0; c < NC; ++c) reinterpret_cast<float4*>(p.part_o + r * hd)[32 * c + lane] = acc[qi][c];
+    reinterpret_cast<float4*>(p.part_o + r * hd)[c4] = acc[k];
+  }
+  for (int qv = tid; qv < QV; qv += kDecodeThreads) {
+    const int t = qv / p.group, h = g * p.group + qv % p.group;
+    const int64_t r = (static_cast<int64_t>(s) * p.T + t) * p.nh + h;
+    p.part_m[r] = sm.m[qv];
+    p.part_l[r] = sm.l[qv];
   }
 }
 
