@@ -332,6 +332,15 @@ __global__ void __launch_bounds__(kRecThreads, rec_min_ctas_per_sm(D, kConv, kNo
     cp_async4(&gate_ops.dt_bias[threadIdx.x], p.dt_bias + h);  // pdl-pre-wait: weight
   }
   if constexpr (kNorm) copy_norm_weights(p, col0, norm_ops);  // pdl-pre-wait: weights
+  // The state slice, read once per window: streaming (evict-first) loads and stores keep it from
+  // displacing weights in L2. Requested before pdl_wait: within a window only this launch writes
+  // layer h's state (the previous window's launch, its replay or the commit copy all finish before
+  // the window's first kernel starts, which waits on them in full), so no kernel it could overlap
+  // writes it.
+  const int64_t sbase = static_cast<int64_t>(h) * D * D + col0 + lane;
+  float m[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) m[r] = __ldcs(p.state_in + sbase + static_cast<int64_t>(row0 + r) * D);  // pdl-pre-wait: state
 
   pdl_launch_dependents();
   pdl_wait();  // everything below reads state or activations written by earlier kernels
@@ -341,12 +350,6 @@ __global__ void __launch_bounds__(kRecThreads, rec_min_ctas_per_sm(D, kConv, kNo
     cp_async4(&gate_ops.a[t], p.a + t * p.ba_stride + h);
   }
   cp_async_commit();  // the gate group (with the norm weights)
-  // The state slice, read once per window: streaming (evict-first) loads and stores keep it from
-  // displacing weights in L2.
-  const int64_t sbase = static_cast<int64_t>(h) * D * D + col0 + lane;
-  float m[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) m[r] = __ldcs(p.state_in + sbase + static_cast<int64_t>(row0 + r) * D);
   if constexpr (kNorm) {
     copy_norm_z<D>(p, h, col0, norm_ops);
     cp_async_commit();  // the z group, awaited in the epilogue

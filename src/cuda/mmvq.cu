@@ -12,6 +12,8 @@
 
 #include "mmvq.cuh"
 #include "mmvq_direct.h"
+#include "mmvq_mma.h"
+#include "strata/cuda/switches.h"
 
 namespace strata::cuda {
 namespace mmvq_detail {
@@ -62,6 +64,44 @@ Result<int> occupancy(const void* kernel, int threads, size_t smem, const Device
   return blocks;
 }
 
+static_assert(kMT == 1, "plan_split's row groups are 16 rows (mmvq_decode_kernel's at MT = 1, mmvq_mma_kernel's)");
+
+Result<MmvqPlan> plan_split(const char* name, const void* kernel, const LaunchShape& s,
+                            const std::function<size_t(int, int)>& smem, const DeviceCaps& caps) {
+  MmvqPlan best;
+  double best_cost = 0.0;
+  int64_t best_spread = 0;
+  for (int ks = 1; ks <= kMaxWarps; ++ks) {
+    if (ks > 1 && ks > s.nsteps) break;  // every K-part has a step
+    for (int groups = 1; groups * ks <= kMaxWarps; groups *= 2) {
+      const int warps = groups * ks;
+      if (groups > 1 && groups / 2 >= s.row_groups) break;  // keep at least half of the row groups busy
+      const size_t bytes = smem(warps, ks);
+      if (bytes > caps.smem_optin) continue;
+      auto occ = occupancy(kernel, warps * 32, bytes, caps);
+      if (!occ) return occ.status();
+      if (*occ <= 0) continue;
+      const double cost = launch_cost(s, groups, ks, *occ);
+      const int64_t ctas = (s.row_groups + groups - 1) / groups;
+      const int64_t spread = ctas < caps.sm_count ? ctas : caps.sm_count;
+      const bool better = best.grid == 0 || cost < best_cost - 1e-9 || (cost < best_cost + 1e-9 && spread > best_spread);
+      if (better) {
+        best_cost = cost;
+        best_spread = spread;
+        best.kernel = name;
+        best.threads = warps * 32;
+        best.grid = static_cast<int>(ctas);
+        best.ksplit = ks;
+        best.rows_per_tile = groups * 16;
+        best.ctas_per_sm = *occ;
+        best.smem_bytes = bytes;
+      }
+    }
+  }
+  if (best.grid == 0) return Status::error(std::string("cuda: ") + name + ": no launch configuration fits this device's shared memory");
+  return best;
+}
+
 }  // namespace mmvq_detail
 
 namespace {
@@ -110,8 +150,22 @@ Result<mmvq_detail::Shape> check(const MmvqArgs& a) {
   return p;
 }
 
+// Which kernel a call takes: Q4_K / Q5_K / IQ4_XS rows on mmvq_mma_kernel where it is the faster
+// (mma_preferred), else on mmvq_direct_kernel where that can take them, and every other
+// quantized type through mmvq_decode_kernel.
+enum class Route { kMma, kDirect, kOther };  // kOther: mmvq_decode_kernel, or mmvf for float weights
+Route route_for(Type type, const mmvq_detail::Shape& p) {
+  if (switches().mmvq_mma && mmvq_detail::mma_supports(type, p) && mmvq_detail::mma_preferred(p)) return Route::kMma;
+  if (mmvq_detail::direct_supports(type, p)) return Route::kDirect;
+  return Route::kOther;
+}
+
 Result<MmvqPlan> plan_for(Type type, const mmvq_detail::Shape& p, const mmvq_detail::DeviceCaps& caps) {
-  if (mmvq_detail::direct_supports(type, p)) return mmvq_detail::plan_direct(type, p, caps);
+  switch (route_for(type, p)) {
+    case Route::kMma: return mmvq_detail::plan_mma(type, p, caps);
+    case Route::kDirect: return mmvq_detail::plan_direct(type, p, caps);
+    case Route::kOther: break;
+  }
   switch (type) {
 #define STRATA_CASE(name) \
   case Type::name: return mmvq_detail::plan_quant<Type::name>(p, caps);
@@ -161,7 +215,11 @@ Status mmvq(const MmvqArgs& args, Stream stream) {
     return Status::error("cuda: mmvq: needs compute capability 7.5 or newer (int8 tensor cores)");
   auto plan = plan_for(args.type, *shape, *caps);
   if (!plan) return plan.status();
-  if (mmvq_detail::direct_supports(args.type, *shape)) return mmvq_detail::launch_direct(args.type, *shape, *plan, stream);
+  switch (route_for(args.type, *shape)) {
+    case Route::kMma: return mmvq_detail::launch_mma(args.type, *shape, *plan, stream);
+    case Route::kDirect: return mmvq_detail::launch_direct(args.type, *shape, *plan, stream);
+    case Route::kOther: break;
+  }
   switch (args.type) {
 #define STRATA_CASE(name) \
   case Type::name: return mmvq_detail::launch_quant<Type::name>(*shape, *plan, stream);

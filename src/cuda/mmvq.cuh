@@ -36,6 +36,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "common.cuh"
 #include "launch.cuh"
@@ -468,45 +469,19 @@ constexpr double launch_cost(const LaunchShape& s, int groups, int ksplit, int c
   return static_cast<double>(waves) * (latency > bandwidth ? latency : bandwidth);
 }
 
-// Launch choice: the (ksplit, groups) of lowest launch_cost that fits this device; ties go to the
-// configuration that spreads over more SMs, then to fewer K-parts (less reduction).
+// Launch choice (mmvq.cu): the (ksplit, groups) of lowest launch_cost that fits this device;
+// ties go to the configuration that spreads over more SMs, then to fewer K-parts (less
+// reduction). smem(warps, ksplit) is a CTA's dynamic shared memory.
+Result<MmvqPlan> plan_split(const char* name, const void* kernel, const LaunchShape& s,
+                            const std::function<size_t(int, int)>& smem, const DeviceCaps& caps);
+
 template <Type T>
 Result<MmvqPlan> plan_quant(const Shape& p, const DeviceCaps& caps) {
-  const auto kernel = reinterpret_cast<const void*>(&mmvq_decode_kernel<T, kMT>);
   const LaunchShape s{(static_cast<int64_t>(p.rows) + 16 * kMT - 1) / (16 * kMT), (p.nchunks + kStepChunks - 1) / kStepChunks,
                       caps.sm_count};
-  MmvqPlan best;
-  double best_cost = 0.0;
-  int64_t best_spread = 0;
-  for (int ks = 1; ks <= kMaxWarps; ++ks) {
-    if (ks > 1 && ks > s.nsteps) break;  // every K-part has a step
-    for (int groups = 1; groups * ks <= kMaxWarps; groups *= 2) {
-      const int warps = groups * ks;
-      if (groups > 1 && groups / 2 >= s.row_groups) break;  // keep at least half of the row groups busy
-      const size_t smem = smem_bytes<T, kMT>(warps, p.T);
-      if (smem > caps.smem_optin) continue;
-      auto occ = occupancy(kernel, warps * 32, smem, caps);
-      if (!occ) return occ.status();
-      if (*occ <= 0) continue;
-      const double cost = launch_cost(s, groups, ks, *occ);
-      const int64_t ctas = (s.row_groups + groups - 1) / groups;
-      const int64_t spread = ctas < caps.sm_count ? ctas : caps.sm_count;
-      const bool better = best.grid == 0 || cost < best_cost - 1e-9 || (cost < best_cost + 1e-9 && spread > best_spread);
-      if (better) {
-        best_cost = cost;
-        best_spread = spread;
-        best.kernel = "mmvq_decode_kernel";
-        best.threads = warps * 32;
-        best.grid = static_cast<int>(ctas);
-        best.ksplit = ks;
-        best.rows_per_tile = groups * 16 * kMT;
-        best.ctas_per_sm = *occ;
-        best.smem_bytes = smem;
-      }
-    }
-  }
-  if (best.grid == 0) return Status::error("cuda: mmvq: no launch configuration fits this device's shared memory");
-  return best;
+  const int t_rows = p.T;
+  return plan_split("mmvq_decode_kernel", reinterpret_cast<const void*>(&mmvq_decode_kernel<T, kMT>), s,
+                    [t_rows](int warps, int) { return smem_bytes<T, kMT>(warps, t_rows); }, caps);
 }
 
 template <Type T>

@@ -1,5 +1,6 @@
 // mmvq: y = W x for a decode window of T = 1..8 activation rows, W in any weight type of the
-// published packs. Host-only header (no CUDA types); kernels in src/cuda/mmvq.cuh, mmvf.cu.
+// published packs. Host-only header (no CUDA types); kernels in src/cuda/mmvq.cuh,
+// mmvq_direct.cu, mmvq_mma.cu and mmvf.cu (mmvq.cu says which takes a call).
 //
 // Quantized W (Q2_0, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, Q4_K, Q5_K,
 // Q6_K, Q4_0, Q5_0, Q5_1, Q8_0) takes q8_1 activations (cuda::quantize_q8_1); F32, F16 and BF16 W

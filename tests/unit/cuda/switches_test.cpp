@@ -25,6 +25,7 @@ TEST(CudaSwitches, UnsetAreTheDefaults) {
   EXPECT_TRUE(s->grouped_direct);
   EXPECT_FALSE(s->direct_wide_t1);
   EXPECT_EQ(s->attn_splits, 0);
+  EXPECT_TRUE(s->mmvq_mma);
   EXPECT_FALSE(s->unfuse_gdn_norm);
   EXPECT_FALSE(s->unfuse_combine);
 }
@@ -35,6 +36,7 @@ TEST(CudaSwitches, TheOtherArms) {
                   {"STRATA_GROUPED_DIRECT", "0"},
                   {"STRATA_DIRECT_WARPS", "8"},
                   {"STRATA_ATTN_SPLITS", "256"},
+                  {"STRATA_MMVQ_MMA", "0"},
                   {"STRATA_UNFUSE", "combine,gdn-norm"}});
   ASSERT_TRUE(s.ok()) << s.error();
   EXPECT_FALSE(s->pdl);
@@ -42,6 +44,7 @@ TEST(CudaSwitches, TheOtherArms) {
   EXPECT_FALSE(s->grouped_direct);
   EXPECT_TRUE(s->direct_wide_t1);
   EXPECT_EQ(s->attn_splits, 256);
+  EXPECT_FALSE(s->mmvq_mma);
   EXPECT_TRUE(s->unfuse_gdn_norm);
   EXPECT_TRUE(s->unfuse_combine);
   auto one = parse({{"STRATA_UNFUSE", "gdn-norm"}, {"STRATA_DIRECT_WARPS", "5"}, {"STRATA_PDL", "1"}});
@@ -58,6 +61,7 @@ TEST(CudaSwitches, RefusedValuesNameTheVariable) {
       {{"STRATA_SIDE_STREAM", "off"}},  {{"STRATA_GROUPED_DIRECT", "-1"}},
       {{"STRATA_DIRECT_WARPS", "6"}},   {{"STRATA_DIRECT_WARPS", "16"}},
       {{"STRATA_ATTN_SPLITS", "0"}},    {{"STRATA_ATTN_SPLITS", "513"}},
+      {{"STRATA_MMVQ_MMA", "2"}},       {{"STRATA_MMVQ_MMA", "on"}},
       {{"STRATA_UNFUSE", "gdn_norm"}},  {{"STRATA_UNFUSE", "combine,,gdn-norm"}},
   };
   for (const auto& env : bad) {
