@@ -105,16 +105,9 @@ struct UnitK {
     o.ca = 8 * b + 2 * p;
     o.cb = o.ca + 1;
     o.ha = o.hb = h;
-    // The 6-bit (scale, min) pairs of chunks 2p and 2p+1 (scale_min_k4 in quant_decode.cuh).
-    const uint32_t s0 = r.head.y, s4 = r.head.z, s8 = r.head.w;  // scale bytes 0-3, 4-7, 8-11
+    // The 6-bit (scale, min) pairs of chunks 2p and 2p+1 (scale bytes 0-3, 4-7, 8-11 as words).
     uint32_t sc, mn;
-    if (p < 2) {
-      sc = s0 & 0x3F3F3F3Fu;
-      mn = s4 & 0x3F3F3F3Fu;
-    } else {
-      sc = (s8 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u);
-      mn = ((s8 >> 4) & 0x0F0F0F0Fu) | ((s4 >> 2) & 0x30303030u);
-    }
+    qd::k_scale_min_words(r.head.y, r.head.z, r.head.w, p >> 1, sc, mn);
     const int sh = 16 * (p & 1);  // chunks (2p, 2p+1) are bytes 2(p&1), 2(p&1)+1 of those words
     const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(r.head.x & 0xFFFFu)));
     const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(r.head.x >> 16)));

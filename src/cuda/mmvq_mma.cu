@@ -90,11 +90,8 @@ struct MmaBlockK {
     s.nmin = -__half2float(__ushort_as_half(static_cast<unsigned short>(r.head.x >> 16)));
     s.d_magic = s.d * kMagic;
     s.nmin_magic = s.nmin * kMagic;
-    const uint32_t s0 = r.head.y, s4 = r.head.z, s8 = r.head.w;  // scale bytes 0-3, 4-7, 8-11
-    s.sc[0] = s0 & 0x3F3F3F3Fu;
-    s.mn[0] = s4 & 0x3F3F3F3Fu;
-    s.sc[1] = (s8 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u);
-    s.mn[1] = ((s8 >> 4) & 0x0F0F0F0Fu) | ((s4 >> 2) & 0x30303030u);
+    qd::k_scale_min_words(r.head.y, r.head.z, r.head.w, 0, s.sc[0], s.mn[0]);  // scale bytes 0-3, 4-7, 8-11
+    qd::k_scale_min_words(r.head.y, r.head.z, r.head.w, 1, s.sc[1], s.mn[1]);
     return s;
   }
   // Byte (ch & 3) of w under the magic exponent: magic_of(that byte) in one byte_perm.

@@ -66,18 +66,34 @@ constexpr int kWideWarps = 8;
 // Units per lane whose loads are in flight together: 5 covers the released shapes' rows in one
 // batch (IQ3_XXS 2560: 80 chunks on 16 lanes; Q2_0 / IQ4_NL 640 and 2560: 5 blocks per lane).
 constexpr int kLoadBatch = 5;
-constexpr int kGridBytes = 256 * 4;  // IQ3_XXS's grid words in shared memory
+// IQ3_XXS's grid words in shared memory, kGridCopies times: word i of copy q at kGridCopies * i + q,
+// lane l reading copy l % kGridCopies. A warp's 8 lookups of a chunk hit random words: with one
+// copy its 32 lanes collide on 32 banks, with four only the 8 lanes of a copy can (on its 8 banks).
+// ncu on the T = 4 gate/up call with one copy (H200): the L1 / shared pipe 73% busy, 40% of its
+// wavefronts bank conflicts (these and the activations' 2-way, see ActTile), the most sampled
+// stall short scoreboard; four copies and the two code planes took the window of 4 -1.0%.
+// Eight copies measured slower (T = 1 +1.5%): the fill is on every CTA's path.
+constexpr int kGridCopies = 4;
+constexpr int kGridBytes = 256 * 4 * kGridCopies;
 constexpr int kDirectMaxEntries = 4;  // window rows up to which this kernel is used
 
 __device__ __forceinline__ uint32_t ldg32(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned int*>(p)); }
 
-// The CTA's copy of a batch of entries' activations: nb rows of K codes (in the type's order),
-// then per (row, chunk) the pair (d as float bits, sum of the chunk's 32 codes).
+// The CTA's copy of a batch of entries' activations: the codes (in the type's order) in two planes,
+// the first 16 of chunk c of row t at codes + 16 (t * nchunks + c) and its last 16 `plane` bytes
+// further, so the 8 lanes of a 16-byte load phase read 128 consecutive bytes (one 32-byte chunk
+// per lane conflicted 2-way); then per (row, chunk) the pair (d as float bits, sum of the chunk's
+// 32 codes).
 struct ActTile {
   const int8_t* codes;
   const int2* ds;
-  int K, nchunks;
+  int nchunks, plane;
 };
+
+// Where chunk c of tile row t starts in the first plane.
+__device__ __forceinline__ size_t chunk_offset(int t, int nchunks, int c) {
+  return 16 * (static_cast<size_t>(t) * nchunks + c);
+}
 
 // Chunk c's 8 weight words (element order as the tile's codes) against entries 0..nb-1:
 // acc[t] += (scale * d_a) * (dot - [kOffset] sum_a).
@@ -86,16 +102,18 @@ __device__ __forceinline__ void chunk_dot(const int (&w)[8], int c, float scale,
 #pragma unroll
   for (int t = 0; t < kNB; ++t) {
     if (t >= nb) break;  // warp-uniform
-    const int4* ap = reinterpret_cast<const int4*>(a.codes + static_cast<size_t>(t) * a.K + 32 * c);
-    const int4 x0 = ap[0], x1 = ap[1];
-    int dot = __dp4a(w[0], x0.x, 0);
-    dot = __dp4a(w[1], x0.y, dot);
-    dot = __dp4a(w[2], x0.z, dot);
-    dot = __dp4a(w[3], x0.w, dot);
-    dot = __dp4a(w[4], x1.x, dot);
-    dot = __dp4a(w[5], x1.y, dot);
-    dot = __dp4a(w[6], x1.z, dot);
-    dot = __dp4a(w[7], x1.w, dot);
+    const int8_t* lo = a.codes + chunk_offset(t, a.nchunks, c);
+    const int4 x0 = *reinterpret_cast<const int4*>(lo), x1 = *reinterpret_cast<const int4*>(lo + a.plane);
+    // Two chains of 4 instead of one of 8 (ncu sampled 21% of the warps waiting on a fixed
+    // latency); as an arm against one chain: T = 4 -0.2%, T = 1 unchanged.
+    int d0 = __dp4a(w[0], x0.x, 0), d1 = __dp4a(w[4], x1.x, 0);
+    d0 = __dp4a(w[1], x0.y, d0);
+    d1 = __dp4a(w[5], x1.y, d1);
+    d0 = __dp4a(w[2], x0.z, d0);
+    d1 = __dp4a(w[6], x1.z, d1);
+    d0 = __dp4a(w[3], x0.w, d0);
+    d1 = __dp4a(w[7], x1.w, d1);
+    int dot = d0 + d1;
     const int2 ds = a.ds[static_cast<size_t>(t) * a.nchunks + c];
     if constexpr (kOffset) dot -= ds.y;
     acc[t] = fmaf(__fmul_rn(scale, __int_as_float(ds.x)), static_cast<float>(dot), acc[t]);
@@ -153,14 +171,14 @@ struct DirectUnit<Type::IQ3_XXS> {
     const uint32_t lo = __funnelshift_rc(r.q0, r.q1, r.sh), hi = __funnelshift_rc(r.q1, r.q2, r.sh);
     const uint32_t ss = __funnelshift_rc(r.s0, r.s1, r.sh);
     int w[8];
-    w[0] = static_cast<int>(grid[lo & 0xFFu]);
-    w[1] = static_cast<int>(grid[(lo >> 8) & 0xFFu]);
-    w[2] = static_cast<int>(grid[(lo >> 16) & 0xFFu]);
-    w[3] = static_cast<int>(grid[lo >> 24]);
-    w[4] = static_cast<int>(grid[hi & 0xFFu]);
-    w[5] = static_cast<int>(grid[(hi >> 8) & 0xFFu]);
-    w[6] = static_cast<int>(grid[(hi >> 16) & 0xFFu]);
-    w[7] = static_cast<int>(grid[hi >> 24]);
+    w[0] = static_cast<int>(grid[kGridCopies * (lo & 0xFFu)]);
+    w[1] = static_cast<int>(grid[kGridCopies * ((lo >> 8) & 0xFFu)]);
+    w[2] = static_cast<int>(grid[kGridCopies * ((lo >> 16) & 0xFFu)]);
+    w[3] = static_cast<int>(grid[kGridCopies * (lo >> 24)]);
+    w[4] = static_cast<int>(grid[kGridCopies * (hi & 0xFFu)]);
+    w[5] = static_cast<int>(grid[kGridCopies * ((hi >> 8) & 0xFFu)]);
+    w[6] = static_cast<int>(grid[kGridCopies * ((hi >> 16) & 0xFFu)]);
+    w[7] = static_cast<int>(grid[kGridCopies * (hi >> 24)]);
     // Signs computed rather than looked up: a 1 KB mask table in shared memory measured slower
     // (its lookups conflict 4-way on average, on top of the grid's).
 #pragma unroll
@@ -248,8 +266,7 @@ __device__ __forceinline__ uint4 transpose_group(uint32_t a0, uint32_t a1, uint3
 
 // Entries b0 .. b0 + nb - 1's q8_1 rows (gathered through act_row) into the CTA's tile.
 template <bool kPermuted>
-__device__ void unpack_entries(const GroupedArgs& a, int b0, int nb, uint8_t* codes_base, int2* ds_base) {
-  const int K = a.nchunks * 32;
+__device__ void unpack_entries(const GroupedArgs& a, int b0, int nb, uint8_t* codes_base, int plane, int2* ds_base) {
   for (int i = threadIdx.x; i < nb * a.nchunks; i += blockDim.x) {
     const int t = i / a.nchunks, c = i % a.nchunks;
     const int64_t row = a.act_row != nullptr ? a.act_row[b0 + t] : b0 + t;
@@ -257,13 +274,13 @@ __device__ void unpack_entries(const GroupedArgs& a, int b0, int nb, uint8_t* co
     uint32_t w[9];
 #pragma unroll
     for (int k = 0; k < 9; ++k) w[k] = src[k];
-    uint4* dst = reinterpret_cast<uint4*>(codes_base + static_cast<size_t>(t) * K + 32 * c);
+    uint8_t* lo = codes_base + chunk_offset(t, a.nchunks, c);
     if constexpr (kPermuted) {
-      dst[0] = transpose_group(w[1], w[2], w[3], w[4]);
-      dst[1] = transpose_group(w[5], w[6], w[7], w[8]);
+      *reinterpret_cast<uint4*>(lo) = transpose_group(w[1], w[2], w[3], w[4]);
+      *reinterpret_cast<uint4*>(lo + plane) = transpose_group(w[5], w[6], w[7], w[8]);
     } else {
-      dst[0] = make_uint4(w[1], w[2], w[3], w[4]);
-      dst[1] = make_uint4(w[5], w[6], w[7], w[8]);
+      *reinterpret_cast<uint4*>(lo) = make_uint4(w[1], w[2], w[3], w[4]);
+      *reinterpret_cast<uint4*>(lo + plane) = make_uint4(w[5], w[6], w[7], w[8]);
     }
     int sum = 0;
 #pragma unroll
@@ -273,10 +290,11 @@ __device__ void unpack_entries(const GroupedArgs& a, int b0, int nb, uint8_t* co
   }
 }
 
-// The 16-element groups of the tile's first nb rows, transposed in place to Q2_0's order.
-__device__ void transpose_tile(uint8_t* codes, int nb, int K) {
-  for (int i = threadIdx.x; i < nb * K / 16; i += blockDim.x) {
-    uint4* g = reinterpret_cast<uint4*>(codes) + i;
+// The 16-element groups of the tile's first nb rows (both planes), transposed in place to Q2_0's order.
+__device__ void transpose_tile(uint8_t* codes, int nb, int nchunks, int plane) {
+  const int per_plane = nb * nchunks;
+  for (int i = threadIdx.x; i < 2 * per_plane; i += blockDim.x) {
+    uint4* g = reinterpret_cast<uint4*>(codes + (i < per_plane ? 0 : plane)) + i % per_plane;
     const uint4 v = *g;
     *g = transpose_group(v.x, v.y, v.z, v.w);
   }
@@ -286,7 +304,8 @@ __device__ void transpose_tile(uint8_t* codes, int nb, int K) {
 // tile, as swiglu_entries_kernel forms them (one 8-lane group per 32-element block, so the codes
 // and d are that kernel's to the bit); with write_out, h and its q8_1 rows to global memory too.
 template <bool kPermuted, int kWarps>
-__device__ void swiglu_entries_tile(const GroupedArgs& a, int b0, int nb, uint8_t* codes, int2* ds, bool write_out) {
+__device__ void swiglu_entries_tile(const GroupedArgs& a, int b0, int nb, uint8_t* codes, int plane, int2* ds,
+                                    bool write_out) {
   const int n = a.nchunks * 32;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = lane & 7;
   const int total = nb * a.nchunks;
@@ -302,7 +321,7 @@ __device__ void swiglu_entries_tile(const GroupedArgs& a, int b0, int nb, uint8_
     }
     const Q8Quad q = q8_1_quad(hv);
     if (!live) continue;
-    *reinterpret_cast<uint32_t*>(codes + static_cast<size_t>(t) * n + 32 * c + 4 * part) = q.packed;
+    *reinterpret_cast<uint32_t*>(codes + chunk_offset(t, a.nchunks, c) + (part >= 4 ? plane : 0) + 4 * (part & 3)) = q.packed;
     // The consumer of a q8_1 row reads d as stored: rounded to f16.
     if (part == 0) ds[static_cast<size_t>(t) * a.nchunks + c] = make_int2(__float_as_int(__half2float(__float2half_rn(q.d))), q.sum);
     if (write_out) {
@@ -312,7 +331,7 @@ __device__ void swiglu_entries_tile(const GroupedArgs& a, int b0, int nb, uint8_
   }
   if constexpr (kPermuted) {
     __syncthreads();
-    transpose_tile(codes, nb, n);
+    transpose_tile(codes, nb, a.nchunks, plane);
   }
 }
 
@@ -353,7 +372,11 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps>())
   pdl_launch_dependents();
   uint32_t* grid = reinterpret_cast<uint32_t*>(smem);
   if constexpr (U::kGrid) {  // constant data, so copied before pdl_wait()
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = qd::d_iq3xxs_grid.v[i];  // pdl-pre-wait: constant table
+    static_assert(kGridCopies == 4, "a word's copies are stored as one uint4");
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+      const uint32_t v = qd::d_iq3xxs_grid.v[i];  // pdl-pre-wait: constant table
+      reinterpret_cast<uint4*>(grid)[i] = make_uint4(v, v, v, v);
+    }
   }
   pdl_wait();
   const int n_groups = *a.n_groups;
@@ -367,9 +390,11 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps>())
   const int K = a.nchunks * 32;
   uint8_t* codes = smem + (U::kGrid ? kGridBytes : 0);
   int2* ds = reinterpret_cast<int2*>(codes + static_cast<size_t>(kNB) * K);
-  const ActTile tile{reinterpret_cast<const int8_t*>(codes), ds, K, a.nchunks};
+  const int plane = kNB * K / 2;
+  const ActTile tile{reinterpret_cast<const int8_t*>(codes), ds, a.nchunks, plane};
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint32_t* lane_grid = grid + lane % kGridCopies;  // this lane's copy (stride kGridCopies)
   const int gl = lane % G, rows_per_warp = 32 / G;
   const int units = K / U::kBlockElems * U::kUnitsPerBlock;
   const int iters = units / G;  // per lane and row, warp-uniform
@@ -382,9 +407,9 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps>())
       const int nb = last - b0 < kNB ? last - b0 : kNB;
       __syncthreads();  // the previous batch's activations are no longer read (and the grid is in)
       if (a.swiglu_gu != nullptr) {
-        swiglu_entries_tile<U::kPermuted, kWarps>(a, b0, nb, codes, ds, blockIdx.x == 0);
+        swiglu_entries_tile<U::kPermuted, kWarps>(a, b0, nb, codes, plane, ds, blockIdx.x == 0);
       } else {
-        unpack_entries<U::kPermuted>(a, b0, nb, codes, ds);
+        unpack_entries<U::kPermuted>(a, b0, nb, codes, plane, ds);
       }
       __syncthreads();
       for (int set = warp; set < nsets; set += kWarps) {
@@ -402,7 +427,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps>())
 #pragma unroll
           for (int k = 0; k < kLoadBatch; ++k) {
             if (i0 + k >= iters) break;
-            U::template dot<kNB>(raw[k], gl + G * (i0 + k), grid, tile, nb, acc);
+            U::template dot<kNB>(raw[k], gl + G * (i0 + k), lane_grid, tile, nb, acc);
           }
         }
 #pragma unroll

@@ -69,6 +69,21 @@ void run_decode_checks(const ParityOptions& opt, Reporter& rep) {
   }
 }
 
+void run_k_scale_words_check(const ParityOptions& opt, Reporter& rep) {
+  const int64_t n_sets = 4096;
+  CaseResult r;
+  r.op = "decode";
+  r.line = fmt::format("decode(k_scale_min_words, sets={})", n_sets);
+  r.params = {{"sets", n_sets}};
+  if (!rep.wanted(r.line)) return;
+  const int64_t bad = parity_detail::k_scale_words_mismatches_on_host(case_seed(opt.seed, r.line), n_sets);
+  r.status = bad == 0 ? "OK" : "FAIL";
+  r.detail = bad == 0 ? "equal to scale_min_k4 on every sub-block (host)"
+                      : fmt::format("{} of {} sub-blocks differ from scale_min_k4", bad, 8 * n_sets);
+  r.metrics = {{"mismatches", bad}};
+  rep.add(std::move(r));
+}
+
 // ---- mma tile ------------------------------------------------------------------------------------
 
 Status run_mma_check(const ParityOptions& opt, Reporter& rep) {
@@ -574,6 +589,7 @@ Result<ParitySummary> run_parity(const ParityOptions& opt) {
   // context), not that a case failed. What ran before is still reported and written.
   const auto stages = [&]() -> Status {
     run_decode_checks(opt, rep);
+    run_k_scale_words_check(opt, rep);
     if (opt.host_only) return Status::ok_status();
     STRATA_TRY(check_device(opt.device));
     PARITY_CUDA(cudaSetDevice(opt.device));

@@ -25,6 +25,11 @@ struct DecodeCheck {
 };
 Result<DecodeCheck> check_decoder_on_host(quant::Type type, uint64_t seed, int64_t n_blocks);
 
+// Host run of qd::k_scale_min_words (the K types' scale words of mmvq_direct_kernel and
+// mmvq_mma_kernel) on n_sets random 12-byte scale sets: the sub-blocks whose scale or min differs
+// from qd::scale_min_k4's, the byte-wise decoder the host check above proves against dequantize_row.
+int64_t k_scale_words_mismatches_on_host(uint64_t seed, int64_t n_sets);
+
 // Runs the int8 tensor-core tile wrapper used by mmvq (with mmvq's lane-to-element mapping) on
 // A (16 x 32, row-major int8) and B (8 x 32: row t holds column t) and returns C (16 x 8, row-major).
 Status mma_tile_on_device(const int8_t* a, const int8_t* b, int32_t* c);

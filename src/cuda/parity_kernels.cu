@@ -1,6 +1,7 @@
 // The parts of the parity harness that nvcc must compile: the host run of the device decoders and
 // the tensor-core tile probe. Reporting and the reference arithmetic live in parity.cpp.
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,28 @@ Result<DecodeCheck> check_decoder_on_host(quant::Type type, uint64_t seed, int64
     }
   }
   return r;
+}
+
+int64_t k_scale_words_mismatches_on_host(uint64_t seed, int64_t n_sets) {
+  std::mt19937_64 rng(seed);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n_sets; ++i) {
+    uint8_t S[12];
+    for (uint8_t& b : S) b = static_cast<uint8_t>(rng());
+    const auto word = [&](int at) {
+      return static_cast<uint32_t>(S[at]) | (static_cast<uint32_t>(S[at + 1]) << 8) | (static_cast<uint32_t>(S[at + 2]) << 16) |
+             (static_cast<uint32_t>(S[at + 3]) << 24);
+    };
+    for (int sb = 0; sb < 8; ++sb) {
+      int sc = 0, m = 0;
+      qd::scale_min_k4(S, sb, sc, m);
+      uint32_t scw = 0, mnw = 0;
+      qd::k_scale_min_words(word(0), word(4), word(8), sb >> 2, scw, mnw);
+      const int shift = 8 * (sb & 3);
+      if (static_cast<int>((scw >> shift) & 0xFFu) != sc || static_cast<int>((mnw >> shift) & 0xFFu) != m) ++bad;
+    }
+  }
+  return bad;
 }
 
 Status mma_tile_on_device(const int8_t* a, const int8_t* b, int32_t* c) {

@@ -307,6 +307,18 @@ STRATA_HD void scale_min_k4(const uint8_t* S, int sb, int& sc, int& m) {
   }
 }
 
+// scale_min_k4 of four sub-blocks at once: with the 12 packed bytes as the words s0 (bytes 0-3),
+// s4 (4-7) and s8 (8-11), byte j of sc / mn is the scale / min of sub-block 4 h + j (h = 0, 1).
+STRATA_HD void k_scale_min_words(uint32_t s0, uint32_t s4, uint32_t s8, int h, uint32_t& sc, uint32_t& mn) {
+  if (h == 0) {
+    sc = s0 & 0x3F3F3F3Fu;
+    mn = s4 & 0x3F3F3F3Fu;
+  } else {
+    sc = (s8 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u);
+    mn = ((s8 >> 4) & 0x0F0F0F0Fu) | ((s4 >> 2) & 0x30303030u);
+  }
+}
+
 // Q4_K / Q5_K nibbles: sub-block ch uses the low (even ch) or high (odd ch) nibbles of
 // qs[32 * (ch >> 1) + k].
 STRATA_HD Group nibbles_k(const uint8_t* qs, int ch, int g) {
