@@ -25,5 +25,5 @@ cmake --build build-fuzz --target fuzz_gguf_reader
 ctest --test-dir build-fuzz -L fuzz --output-on-failure -V | grep -E "stat::|Test #|tests passed|Passed|Failed"
 
 phase "oracle tests (pytest)"
-STRATA_BIN="$PWD/build/bin/strata" .venv/bin/python -m pytest -q tests/oracle
+STRATA_BIN="$PWD/build/bin/strata" .venv/bin/python -m pytest -q tests/oracle tests/tools
 phase "done"

@@ -48,6 +48,20 @@ __device__ __forceinline__ void prefetch_l2(const void* p, int64_t bytes) {
 #endif
 }
 
+// prefetch_l2 by one warp: [p, p + bytes) from the 128-byte line that holds p, one line per lane.
+__device__ __forceinline__ void prefetch_l2_warp(const void* p, int64_t bytes, int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p), first = a & ~uintptr_t{127};
+  const int64_t span = static_cast<int64_t>(a - first) + bytes;
+  for (int64_t off = static_cast<int64_t>(lane) * 128; off < span; off += 32 * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(first + off));
+#else
+  (void)p;
+  (void)bytes;
+  (void)lane;
+#endif
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...) with the PDL attribute when pdl_launch_allowed()
 // (pdl_enabled() and no full dependency pending on the stream: launch.h), and
 // as thread-block clusters of cluster_x CTAs along x when cluster_x > 0 (sm_90+). Returns the

@@ -217,18 +217,27 @@ __global__ void __launch_bounds__(kWarps * 32) mmvq_direct_kernel(const Shape p,
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
   pdl_launch_dependents();
-  pdl_wait();
-  unpack_act(p, smem, kT);
-  __syncthreads();
   const int K = p.nchunks * 32;
-  const int8_t* codes = reinterpret_cast<const int8_t*>(smem);
-  const float2* ds = reinterpret_cast<const float2*>(smem + static_cast<size_t>(kT) * K);
-
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gl = lane % G, rows_per_warp = 32 / G;
   const int units = (K / 256) * kUnitsPerBlock;
   const int iters = units / G;  // per lane and row, warp-uniform
   const int nsets = (p.rows + rows_per_warp - 1) / rows_per_warp;
+  // This warp's first row set toward L2 while the previous kernel drains (weights only): in the
+  // decode graph the CTAs start up to ~5 us before hc_post ends (CUPTI trace, 2026-12-02). With
+  // the grid as many CTAs as fit (660 for Q5_K), the first sets are all of the out and shared
+  // projections' rows and a third of qkvz's. H200, iq3_xxs T = 1: 4.892 -> 4.825 ms a token;
+  // every set of the warp instead: 4.873 (profile: the head, ~28 sets a warp over 0.2 GB, and
+  // the GDN stage slower: prefetches evicted before use, and DRAM taken from the kernel before).
+  if (const int set = blockIdx.x * kWarps + warp; set < nsets) {
+    const int r0 = set * rows_per_warp, n = min(rows_per_warp, p.rows - r0);
+    prefetch_l2_warp(p.w + static_cast<int64_t>(r0) * p.row_bytes, static_cast<int64_t>(n) * p.row_bytes, lane);
+  }
+  pdl_wait();
+  unpack_act(p, smem, kT);
+  __syncthreads();
+  const int8_t* codes = reinterpret_cast<const int8_t*>(smem);
+  const float2* ds = reinterpret_cast<const float2*>(smem + static_cast<size_t>(kT) * K);
   for (int set = blockIdx.x * kWarps + warp; set < nsets; set += gridDim.x * kWarps) {
     const int row = set * rows_per_warp + lane / G;
     const bool live = row < p.rows;
