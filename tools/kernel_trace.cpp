@@ -40,6 +40,14 @@ void write_name(const char* mangled) {
   std::free(plain);
 }
 
+// A memcpy ('C') or memset ('S') record: the fields both kinds have.
+template <class Record>
+void write_transfer(char tag, const Record* m) {
+  std::fprintf(g_out, "%c\t%llu\t%llu\t%u\t%u\t%llu\t%u\t%llu\n", tag, static_cast<unsigned long long>(m->start),
+               static_cast<unsigned long long>(m->end), m->correlationId, m->graphId,
+               static_cast<unsigned long long>(m->graphNodeId), m->streamId, static_cast<unsigned long long>(m->bytes));
+}
+
 void write_record(const CUpti_Activity* rec) {
   switch (rec->kind) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
@@ -52,20 +60,8 @@ void write_record(const CUpti_Activity* rec) {
       std::fputc('\n', g_out);
       break;
     }
-    case CUPTI_ACTIVITY_KIND_MEMCPY: {
-      const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
-      std::fprintf(g_out, "C\t%llu\t%llu\t%u\t%u\t%llu\t%u\t%llu\n", static_cast<unsigned long long>(m->start),
-                   static_cast<unsigned long long>(m->end), m->correlationId, m->graphId,
-                   static_cast<unsigned long long>(m->graphNodeId), m->streamId, static_cast<unsigned long long>(m->bytes));
-      break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMSET: {
-      const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
-      std::fprintf(g_out, "S\t%llu\t%llu\t%u\t%u\t%llu\t%u\t%llu\n", static_cast<unsigned long long>(m->start),
-                   static_cast<unsigned long long>(m->end), m->correlationId, m->graphId,
-                   static_cast<unsigned long long>(m->graphNodeId), m->streamId, static_cast<unsigned long long>(m->bytes));
-      break;
-    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: write_transfer('C', reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec)); break;
+    case CUPTI_ACTIVITY_KIND_MEMSET: write_transfer('S', reinterpret_cast<const CUpti_ActivityMemset4*>(rec)); break;
     default: break;
   }
 }
