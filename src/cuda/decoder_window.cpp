@@ -55,9 +55,16 @@ class WindowRun {
   // The second stream for launches independent of the ones that follow on st_: Impl::side_stream
   // without an observer (the graphs and the plain run); with one (stage values or the profile's
   // events) everything stays in order on st_. fork(side) lets side start after what st_ has
-  // issued; join(side) makes st_ wait for what side has issued since. The first launch after
-  // either goes without PDL (launch.h: after a wait on another stream's event), so that its edges
-  // to the two streams' last kernels are full ones.
+  // issued; join(side) makes st_ wait for what side has issued since. The first launch after a
+  // fork goes without PDL (launch.h: after a wait on another stream's event). So does the one
+  // after a join, except in windows of up to kJoinPdlRows rows: captured, both of its edges (to
+  // st_'s and side's last kernels) are then programmatic, and its pdl_wait() still returns only
+  // once every prerequisite grid has completed and its writes are visible (PTX
+  // griddepcontrol.wait), so it may start while either still runs. H200, iq3_xxs: T = 1 -1.6%
+  // (the MoE's down launch starts under the routed gate/up and the shared expert); T = 4 +0.9%
+  // (its waiting CTAs hold slots that the shared expert and gate/up's last wave need); the same
+  // at the fork measured no better (bench/results/2026-12-02-h200-join-pdl).
+  static constexpr int kJoinPdlRows = 1;
   cudaStream_t side() const { return obs_ == nullptr && m_.side_stream != nullptr ? m_.side_stream : st_; }
   Status fork(cudaStream_t side) {
     if (side == st_) return Status::ok_status();
@@ -70,7 +77,7 @@ class WindowRun {
     if (side == st_) return Status::ok_status();
     DECODER_CUDA_TRY(cudaEventRecord(m_.side_join, side));
     DECODER_CUDA_TRY(cudaStreamWaitEvent(st_, m_.side_join, 0));
-    pdl_full_dependency_next(st_);
+    if (T_ > kJoinPdlRows) pdl_full_dependency_next(st_);
     return Status::ok_status();
   }
 

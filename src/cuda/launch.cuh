@@ -4,14 +4,17 @@
 //
 // The contract every kernel launched with launch_kernel() keeps:
 //   1. pdl_launch_dependents() early (the next kernel may then be scheduled);
-//   2. only reads of data no kernel of the window writes (weights) before pdl_wait();
+//   2. only reads of data no kernel of the window writes (weights) before pdl_wait(), or of data
+//      whose writer is known to have completed before the launch began (the grouping that the
+//      routed experts' down call reads, moe_grouped.cuh: GroupedArgs::trigger_after_wait);
 //   3. pdl_wait() before its first read of an activation or state and before its first write,
 //      and on every thread before it exits (no early return ahead of the wait).
 // pdl_wait() returns once every kernel before it in the stream has completed and its writes are
 // visible, so a kernel that keeps the contract sees what it would see without PDL. Without the
 // launch attribute (PDL off, or an older device) both calls are no-ops. That chain holds from one
-// kernel to the next kernel of one stream only: a launch after a copy or memset, or after a wait
-// on another stream's event, goes without the attribute (pdl_full_dependency_next, launch.h).
+// kernel to the next kernel of one stream only: a launch after a copy or memset goes without the
+// attribute (pdl_full_dependency_next, launch.h); after a wait on another stream's kernel the wait
+// covers that kernel too (launch.h).
 #pragma once
 
 #include <cuda_runtime.h>

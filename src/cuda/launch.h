@@ -16,12 +16,13 @@ bool pdl_enabled();
 
 // The next launch_kernel*() on `stream` from this thread goes without the PDL attribute, so that
 // it depends in full on all the stream's earlier work. A caller marks the stream after a stream
-// operation that is not a kernel (a copy, a memset) or after cudaStreamWaitEvent (a fork or a
-// join of streams): griddepcontrol.wait only waits for the grids that are the kernel's
-// programmatic predecessors, and a programmatic edge exists only from one kernel to the next one
-// (CUDA graphs: between two kernel nodes), so the kernel after a copy, or one that a join gives a
-// second predecessor on another stream, must not start on a programmatic edge whose wait does not
-// cover that work. With PDL off this does nothing.
+// operation that is not a kernel (a copy, a memset): griddepcontrol.wait only waits for the grids
+// that are the kernel's predecessors, and a programmatic edge exists only from one kernel to the
+// next one (CUDA graphs: between two kernel nodes), so the kernel after a copy must not start on
+// an edge whose wait does not cover the copy. After cudaStreamWaitEvent on another stream's
+// kernel (a join) the attribute may stay: the other stream's kernel is then a full predecessor
+// (eager) or a programmatic one whose grid the wait covers too (captured); the decoder keeps it
+// where that measured faster (decoder_window.cpp, join). With PDL off this does nothing.
 void pdl_full_dependency_next(cudaStream_t stream);
 
 // Whether this launch on `stream` may take the PDL attribute: pdl_enabled() and no full

@@ -130,6 +130,10 @@ Status expert_combine_shared(const ExpertWeights& w, int T, int k, const ExpertS
 // each column tile sums it. tile_counts: device words, 0 before the call and left 0 after it (the
 // last CTA of a tile resets its word), so calls using the same words must not run at the same
 // time; tile_count_cap >= n_embd / 8 always suffices. Null: the combine is launched on its own.
+// expert_down_combine must be the next launch after expert_gate_up_grouped on its stream (other
+// streams' kernels joined in between are fine): at T = 1 its kernel reads the grouping before its
+// pdl_wait(), which the gate/up launch makes safe by letting it start only after its own wait
+// (GroupedArgs::trigger_after_wait, moe_grouped.cuh).
 Status expert_gate_up_grouped(const ExpertWeights& w, const Act& u, int k, const ExpertScratch& scratch, Stream stream);
 Status expert_down_combine(const ExpertWeights& w, int T, int k, const ExpertScratch& scratch, const float* s,
                            const float* gate_logit, int64_t gate_stride, float* y, const WideCombine* wide,

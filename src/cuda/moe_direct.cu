@@ -359,6 +359,18 @@ __device__ void combine_tile_if_last(const CombineTail& c, int col0, int col1) {
   for (int i = threadIdx.x; i < c.T * n; i += blockDim.x) routed_sum_column(c.sum, i / n, col0 + i % n);
 }
 
+// Before pdl_wait() of a launch whose grouping is settled (GroupedArgs::groups_settled): the
+// rows [r0, r1) of block row blockIdx.y's first group toward L2. The grouping is read through L2
+// (ld.global.cg), as its writer completed before this launch started, not before the kernel
+// before it in the stream did.
+__device__ void prefetch_tile_settled(const GroupedArgs& a, int r0, int r1) {
+  const int n_groups = __ldcg(a.n_groups);  // pdl-pre-wait: settled grouping
+  if (static_cast<int>(blockIdx.y) >= n_groups || r0 >= r1 || (r0 < a.split) != (r1 - 1 < a.split)) return;
+  const int e = __ldcg(a.group_expert + blockIdx.y);  // pdl-pre-wait: settled grouping
+  const uintptr_t p = reinterpret_cast<uintptr_t>(weight_row(a, e, r0)), first = p & ~uintptr_t{127};
+  prefetch_l2(reinterpret_cast<const void*>(first), static_cast<int64_t>(p - first) + (r1 - r0) * a.row_bytes);
+}
+
 // CTAs per SM that keep a kWarps-warp CTA within the type's kRegs registers a thread.
 template <Type T, int kWarps>
 constexpr int min_blocks() {
@@ -370,7 +382,10 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps>())
     grouped_direct_kernel(const GroupedArgs a, const int G, const int tile_rows, const CombineTail tail) {
   using U = DirectUnit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
-  pdl_launch_dependents();
+  grouped_launch_start(a);
+  const int tile_r0 = static_cast<int>(blockIdx.x) * tile_rows;
+  const int tile_end = tile_r0 + tile_rows < a.rows ? tile_r0 + tile_rows : a.rows;
+  if (a.groups_settled) prefetch_tile_settled(a, tile_r0, tile_end);
   uint32_t* grid = reinterpret_cast<uint32_t*>(smem);
   if constexpr (U::kGrid) {  // constant data, so copied before pdl_wait()
     static_assert(kGridCopies == 4, "a word's copies are stored as one uint4");
@@ -379,10 +394,8 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps>())
       reinterpret_cast<uint4*>(grid)[i] = make_uint4(v, v, v, v);
     }
   }
-  pdl_wait();
+  grouped_launch_wait(a);
   const int n_groups = *a.n_groups;
-  const int tile_r0 = static_cast<int>(blockIdx.x) * tile_rows;
-  const int tile_end = tile_r0 + tile_rows < a.rows ? tile_r0 + tile_rows : a.rows;
   if (static_cast<int>(blockIdx.y) >= n_groups) {  // CTA-uniform
     if (tail.tile_count != nullptr) combine_tile_if_last(tail, tile_r0, tile_end);
     return;

@@ -69,7 +69,25 @@ struct GroupedArgs {
   float* h_out = nullptr;
   uint8_t* h_q8_out = nullptr;
   int64_t h_q8_stride = 0;
+  // PDL hand-off of the grouping (launch.cuh). With trigger_after_wait a launch lets its
+  // dependents start only after its own pdl_wait(), so the grouping it waited for (its predecessor
+  // wrote it) has completed, visibly, before any of them starts. The gate/up launch sets it, and
+  // the down launch that follows it may then read the grouping before its own wait
+  // (groups_settled; grouped_direct_kernel only) to pull its tile's weights toward L2 while
+  // gate/up drains.
+  bool trigger_after_wait = false;
+  bool groups_settled = false;
 };
+
+// The start of a grouped launch, under the hand-off above: launch_dependents first unless the
+// launch defers it to after the wait (grouped_launch_wait).
+__device__ __forceinline__ void grouped_launch_start(const GroupedArgs& a) {
+  if (!a.trigger_after_wait) pdl_launch_dependents();
+}
+__device__ __forceinline__ void grouped_launch_wait(const GroupedArgs& a) {
+  pdl_wait();
+  if (a.trigger_after_wait) pdl_launch_dependents();
+}
 
 __device__ __forceinline__ const uint8_t* weight_row(const GroupedArgs& a, int e, int r) {
   return r < a.split ? a.w0 + (static_cast<int64_t>(e) * a.stride0 + r) * a.row_bytes
@@ -149,13 +167,13 @@ __global__ void __launch_bounds__(kThreads, 3) grouped_mmvq_kernel(const Grouped
   // kernel (group_expert), so no weight can be prefetched before pdl_wait(); what overlaps the
   // previous kernel is this kernel's launch, its CTAs' set-up and the copy of the type's grid
   // table (constant data), issued here as the first cp.async of commit group 0.
-  pdl_launch_dependents();
+  grouped_launch_start(a);
   if constexpr (G::kTableBytes > 0) {
     const uint8_t* src = static_cast<const uint8_t*>(qd::GridTable<Q::kGrid>::ptr());
     for (int i = threadIdx.x; i < G::kTableBytes / 16; i += kThreads)
       cp_async16(smem + 16 * i, src + 16 * i, 16);  // pdl-pre-wait: constant table
   }
-  pdl_wait();
+  grouped_launch_wait(a);
   const int n_groups = *a.n_groups;
   if (static_cast<int>(blockIdx.y) >= n_groups) {  // CTA-uniform: no group for this block row
     cp_async_wait<0>();  // leave no copy in flight into the shared memory of an exiting CTA
