@@ -242,6 +242,7 @@ struct Scratch {
   float* sg = nullptr;             // [T, n_ff_shexp]
   float* su = nullptr;
   ActBuffer h;                     // [T, n_ff_shexp]
+  int32_t* shared_grouping = nullptr;  // [T][4]: window size t + 1's shared_grouping_words (moe.h), set at allocation
   float* s = nullptr;              // [T, H] shared expert output before its gate
   float* gate_logit = nullptr;     // [T]
   float* shared = nullptr;         // [T, H] the gated shared output, stage dumps only

@@ -193,6 +193,7 @@ void carve_scratch(Decoder::Impl& m, Carver& cv) {
   s.sg = cv.take<float>(T * static_cast<int64_t>(c.n_ff_shexp));
   s.su = cv.take<float>(T * static_cast<int64_t>(c.n_ff_shexp));
   s.h.carve(cv, c.n_ff_shexp, T);
+  s.shared_grouping = cv.take<int32_t>(4 * static_cast<int64_t>(T));
   s.s = cv.take<float>(T * H);
   s.gate_logit = cv.take<float>(T);
   s.shared = cv.take<float>(T * H);
@@ -247,6 +248,15 @@ Status Decoder::Impl::allocate_state_and_scratch() {
   // The scratch words that must start at 0 (each launch leaves them 0); zero_state() below
   // synchronises the stream.
   DECODER_CUDA_TRY(cudaMemsetAsync(s.tile_counts, 0, sizeof(uint32_t) * static_cast<size_t>(s.tile_count_cap), stream));
+  {
+    std::vector<int32_t> words(4 * static_cast<size_t>(options.max_window));
+    for (int t = 1; t <= options.max_window; ++t) {
+      int32_t w4[4];
+      shared_grouping_words(t, w4);
+      std::copy(w4, w4 + 4, words.begin() + 4 * (t - 1));
+    }
+    DECODER_CUDA_TRY(cudaMemcpy(s.shared_grouping, words.data(), words.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  }
 
   STRATA_TRY(pinned_inputs.alloc(sizeof(WindowInputs), "the window inputs"));
   STRATA_TRY(pinned_argmax.alloc(options.max_window * static_cast<int64_t>(sizeof(int32_t)), "the argmax rows"));

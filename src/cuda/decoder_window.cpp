@@ -420,6 +420,14 @@ class WindowRun {
     if (b.sh_gate_up) {
       float* gu = s_.sh_gate_up_out;  // row t: gate (ff) then up (ff)
       STRATA_TRY(op(linear(b.sh_gate_up, u, gu, 2 * ff, on)));
+      // At T = 1, SwiGLU inside the down launch where the down type allows: on the side stream
+      // the routed gate/up's CTAs hold every SM, so each launch of the shared expert waits for
+      // slots, and one launch fewer ends it earlier (H200, iq3_xxs: T = 1 -1.05%). At T = 4 the
+      // fused form (dp4a per entry) took +2.6% against mmvq_decode_kernel's tensor cores
+      // (bench/results/2026-12-02-h200-join-pdl).
+      if (T_ == 1 && h_q8 != nullptr && !switches().unfuse_shared_down && shared_down_fused_supports(b.sh_down, T_))
+        return op(shared_down_fused(b.sh_down, gu, T_, s_.shared_grouping + 4 * (T_ - 1), s_.s, s_.h.f32, h_q8,
+                                    q8_stride_for(ff), on));
       STRATA_TRY(op(swiglu(gu, gu + ff, 2 * ff, T_, static_cast<int>(ff), s_.h.f32, h_q8, q8_stride_for(ff), on)));
     } else {
       STRATA_TRY(op(linear(b.sh_gate, u, s_.sg, ff, on)));

@@ -139,6 +139,17 @@ Status expert_down_combine(const ExpertWeights& w, int T, int k, const ExpertScr
                            const float* gate_logit, int64_t gate_stride, float* y, const WideCombine* wide,
                            uint32_t* tile_counts, int tile_count_cap, Stream stream);
 
+// The shared expert's SwiGLU and down in one launch, where grouped_direct_kernel serves the down
+// type (moe_direct.h: Q5_1, IQ4_NL, ... at T <= 4): s[t, :] = down(h[t, :]) with
+// h[t, :] = silu(gate_up[t, 0:n]) * gate_up[t, n:2n] (rows of 2n floats, n = down.cols) and its
+// q8_1 codes formed in the launch as swiglu() forms them, and also left in h (rows of n) and h_q8
+// (rows of h_q8_stride bytes). grouping: 4 device words as shared_grouping_words(T) fills them
+// (the T rows as one group of grouped_direct_kernel's). s: rows of down.rows floats.
+bool shared_down_fused_supports(const DTensor& down, int T);
+void shared_grouping_words(int T, int32_t (&words)[4]);
+Status shared_down_fused(const DTensor& down, const float* gate_up, int T, const int32_t* grouping, float* s, float* h,
+                         void* h_q8, int64_t h_q8_stride, Stream stream);
+
 // h[t, i] = silu(g[t, i]) * u[t, i] for T rows of n values (rows g + t * stride, u + t * stride,
 // h + t * n); when h_q8 != nullptr also its q8_1 form (rows h_q8 + t * q8_stride bytes).
 Status swiglu(const float* g, const float* u, int64_t stride, int T, int n, float* h, void* h_q8, int64_t q8_stride,

@@ -1,6 +1,7 @@
 // grouped_direct_kernel: the register-direct form of the routed experts' grouped mat-vec
 // (moe_grouped.cuh) for the expert types of the GSQ-RCO packs whose blocks are only 2-byte
-// aligned: IQ3_XXS (98 bytes), Q2_0 and IQ4_NL (18 bytes).
+// aligned: IQ3_XXS (98 bytes), Q2_0 and IQ4_NL (18 bytes); and Q5_1 (24 bytes), the shared
+// expert's down type in the IQ3_XXS packs (moe.h: shared_down_fused).
 //
 // Why a second kernel: grouped_mmvq_kernel stages weights through shared memory and feeds int8
 // tensor cores; on the H200 its IQ3_XXS gate/up launch (10 experts x 1280 x 2560, 12.5 MB) took
@@ -20,6 +21,7 @@
 //   * IQ3_XXS: a unit is one 32-element chunk (8 grid indices, its sign/scale word, the block's d).
 //   * Q2_0, IQ4_NL: a unit is one 18-byte block, read as the 5 words of its half of the 36-byte
 //     block pair.
+//   * Q5_1: a unit is one 24-byte block (4-byte aligned), read as its 6 words.
 //
 // Decoding. IQ3_XXS looks its grid words up in shared memory and spreads its sign bits (ksigns
 // with the parity bit) to byte masks with a multiply and a prmt. IQ4_NL maps nibbles with
@@ -253,6 +255,56 @@ struct DirectUnit<Type::IQ4_NL> {
     const int w[8] = {static_cast<int>(g0.lo), static_cast<int>(g0.hi), static_cast<int>(g1.lo), static_cast<int>(g1.hi),
                       static_cast<int>(g2.lo), static_cast<int>(g2.hi), static_cast<int>(g3.lo), static_cast<int>(g3.hi)};
     chunk_dot<false>(w, u, r.d(), a, nb, acc);
+  }
+};
+
+// Q5_1: 32 elements, d and m (f16), qh (bit j: element j's fifth bit), qs (byte j: element j in
+// the low nibble, j + 16 in the high); y = d * q + m, so per entry the dot is
+// (d * d_a) * dot(q, a) + (m * d_a) * sum(a). One chunk per unit.
+template <>
+struct DirectUnit<Type::Q5_1> {
+  static constexpr int kBlockElems = 32, kUnitsPerBlock = 1, kRegs = 80;  // at 64 the 4-entry form spilled 44 bytes
+  static constexpr bool kPermuted = false, kGrid = false;
+  struct Raw {
+    uint32_t dm, qh, qs[4];
+  };
+  static __device__ __forceinline__ Raw load(const uint8_t* row, int u) {
+    const uint8_t* blk = row + static_cast<int64_t>(u) * 24;
+    Raw r;
+    r.dm = ldg32(blk);
+    r.qh = ldg32(blk + 4);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) r.qs[k] = ldg32(blk + 8 + 4 * k);
+    return r;
+  }
+  // Bits 0..3 of b as bit 4 of bytes 0..3 (the multiply as in sign_mask4).
+  static __device__ __forceinline__ uint32_t fifth_bits(uint32_t b) { return ((b * 0x10204080u) & 0x80808080u) >> 3; }
+  template <int kNB>
+  static __device__ __forceinline__ void dot(const Raw& r, int u, const uint32_t*, const ActTile& a, int nb, float (&acc)[kNB]) {
+    int w[8];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      w[k] = static_cast<int>((r.qs[k] & 0x0F0F0F0Fu) | fifth_bits((r.qh >> (4 * k)) & 15u));
+      w[4 + k] = static_cast<int>(((r.qs[k] >> 4) & 0x0F0F0F0Fu) | fifth_bits((r.qh >> (16 + 4 * k)) & 15u));
+    }
+    const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(r.dm & 0xFFFFu)));
+    const float m = __half2float(__ushort_as_half(static_cast<unsigned short>(r.dm >> 16)));
+#pragma unroll
+    for (int t = 0; t < kNB; ++t) {
+      if (t >= nb) break;  // warp-uniform
+      const int8_t* lo = a.codes + chunk_offset(t, a.nchunks, u);
+      const int4 x0 = *reinterpret_cast<const int4*>(lo), x1 = *reinterpret_cast<const int4*>(lo + a.plane);
+      int d0 = __dp4a(w[0], x0.x, 0), d1 = __dp4a(w[4], x1.x, 0);
+      d0 = __dp4a(w[1], x0.y, d0);
+      d1 = __dp4a(w[5], x1.y, d1);
+      d0 = __dp4a(w[2], x0.z, d0);
+      d1 = __dp4a(w[6], x1.z, d1);
+      d0 = __dp4a(w[3], x0.w, d0);
+      d1 = __dp4a(w[7], x1.w, d1);
+      const int2 ds = a.ds[static_cast<size_t>(t) * a.nchunks + u];
+      const float da = __int_as_float(ds.x);
+      acc[t] = fmaf(__fmul_rn(d, da), static_cast<float>(d0 + d1), fmaf(__fmul_rn(m, da), static_cast<float>(ds.y), acc[t]));
+    }
   }
 };
 
@@ -526,6 +578,7 @@ bool grouped_direct_supports(Type t, const GroupedArgs& a) {
     case Type::IQ3_XXS: elems = 256; break;
     case Type::Q2_0: elems = 64; break;
     case Type::IQ4_NL: elems = 32; break;
+    case Type::Q5_1: elems = 32; break;
     default: return false;
   }
   // Each entry costs this kernel its dp4a and shared loads again, while grouped_mmvq_kernel's
@@ -546,6 +599,7 @@ int grouped_direct_tiles(Type t, const GroupedArgs& a) {
     case Type::IQ3_XXS: tile_rows = tile_rows_for<Type::IQ3_XXS>(a.nchunks, warps); break;
     case Type::Q2_0: tile_rows = tile_rows_for<Type::Q2_0>(a.nchunks, warps); break;
     case Type::IQ4_NL: tile_rows = tile_rows_for<Type::IQ4_NL>(a.nchunks, warps); break;
+    case Type::Q5_1: tile_rows = tile_rows_for<Type::Q5_1>(a.nchunks, warps); break;
     default: return 0;
   }
   return (a.rows + tile_rows - 1) / tile_rows;
@@ -562,6 +616,7 @@ Status launch_grouped_direct(Type t, const GroupedArgs& a, int group_rows, cudaS
     case Type::IQ3_XXS: return launch_batch<Type::IQ3_XXS>(a, group_rows, stream, c);
     case Type::Q2_0: return launch_batch<Type::Q2_0>(a, group_rows, stream, c);
     case Type::IQ4_NL: return launch_batch<Type::IQ4_NL>(a, group_rows, stream, c);
+    case Type::Q5_1: return launch_batch<Type::Q5_1>(a, group_rows, stream, c);
     default: return Status::error("cuda: grouped_direct: unsupported type");
   }
 }

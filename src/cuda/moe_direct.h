@@ -7,7 +7,7 @@
 
 namespace strata::cuda::moe_detail {
 
-// Whether grouped_direct_kernel serves this call: IQ3_XXS, Q2_0 or IQ4_NL weights of whole
+// Whether grouped_direct_kernel serves this call: IQ3_XXS, Q2_0, IQ4_NL or Q5_1 weights of whole
 // blocks in 4-byte aligned rows, with the activation tile within 48 KB of shared memory, unless
 // the environment sets STRATA_GROUPED_DIRECT=0.
 bool grouped_direct_supports(Type t, const GroupedArgs& a);

@@ -684,4 +684,63 @@ Status native_expert_grouped(const ExpertWeights& w, const Act& u, const int32_t
   return native_expert_grouped_pregrouped(w, u, k, scratch, y, stream);
 }
 
+// ---- the shared expert's SwiGLU and down in one launch ---------------------------------------------
+
+namespace moe_detail {
+namespace {
+
+// The shared expert's down as grouped_direct_kernel's one group of T entries (expert 0: down is
+// the only matrix), its activations the gate | up rows (swiglu_gu).
+GroupedArgs shared_down_args(const DTensor& down, const float* gate_up, int T, const int32_t* grouping, float* s,
+                             float* h, void* h_q8, int64_t h_q8_stride) {
+  GroupedArgs a;
+  a.n_groups = grouping;
+  a.group_expert = grouping + 1;
+  a.group_start = grouping + 2;
+  a.batch = T < kBatch ? T : kBatch;
+  a.w0 = a.w1 = static_cast<const uint8_t*>(down.data);
+  a.rows = static_cast<int>(down.rows);
+  a.split = a.rows;
+  a.stride0 = a.stride1 = down.rows;
+  a.row_bytes = down.row_bytes;
+  a.nchunks = static_cast<int>(down.cols / 32);
+  a.out = s;
+  a.out_stride = down.rows;
+  a.swiglu_gu = gate_up;
+  a.h_out = h;
+  a.h_q8_out = static_cast<uint8_t*>(h_q8);
+  a.h_q8_stride = h_q8_stride;
+  return a;
+}
+
+}  // namespace
+}  // namespace moe_detail
+
+bool shared_down_fused_supports(const DTensor& down, int T) {
+  using namespace moe_detail;
+  if (!down || T < 1 || down.cols % 32 != 0 || !mmvq_takes_q8_1(down.type)) return false;
+  return grouped_direct_supports(down.type, shared_down_args(down, nullptr, T, nullptr, nullptr, nullptr, nullptr, 0));
+}
+
+void shared_grouping_words(int T, int32_t (&words)[4]) {
+  words[0] = 1;  // n_groups
+  words[1] = 0;  // the group's expert
+  words[2] = 0;  // group_start[0]
+  words[3] = T;  // group_start[1]
+}
+
+Status shared_down_fused(const DTensor& down, const float* gate_up, int T, const int32_t* grouping, float* s, float* h,
+                         void* h_q8, int64_t h_q8_stride, Stream stream) {
+  using namespace moe_detail;
+  const std::string where = "cuda: shared_down_fused(T=" + std::to_string(T) + "): ";
+  if (!shared_down_fused_supports(down, T)) return Status::error(where + "the down type or shape is not served");
+  if (gate_up == nullptr || grouping == nullptr || s == nullptr || h == nullptr || h_q8 == nullptr)
+    return Status::error(where + "null gate_up, grouping, s, h or h_q8");
+  if (!aligned(gate_up, 16) || !aligned(h, 16) || !aligned(h_q8, 16) || h_q8_stride % 16 != 0 ||
+      h_q8_stride < down.cols / 32 * 36)
+    return Status::error(where + "gate_up, h and h_q8 must be 16-byte aligned, h_q8_stride a multiple of 16 >= one q8_1 row");
+  return launch_grouped_direct(down.type, shared_down_args(down, gate_up, T, grouping, s, h, h_q8, h_q8_stride), 1,
+                               stream);
+}
+
 }  // namespace strata::cuda

@@ -2,7 +2,8 @@
 // reference::route (with planted ties), native_expert_grouped against host code that follows
 // reference::moe_layer's routed part (weights through the reference dequantizers, activations
 // through the reference q8_1 quantizer and back for quantized types, as run_mmvq_cases does),
-// swiglu (and its q8_1 bytes) and shared_gate_add; the decode path's fused forms: route_and_group
+// swiglu (and its q8_1 bytes) and shared_gate_add; the decode path's fused forms: shared_down_fused
+// (the shared expert's SwiGLU and down in one launch) against the host, route_and_group
 // (router + grouping in one kernel) against reference::route and group_expert_entries,
 // expert_combine_shared against the host sum and bit for bit against expert_combine +
 // shared_gate_add, native_expert_grouped_pregrouped bit for bit against native_expert_grouped, and
@@ -1145,10 +1146,85 @@ Status run_down_combine_cases(const ParityOptions& opt, Reporter& rep) {
 
 }  // namespace
 
+// ---- the shared expert's SwiGLU and down in one launch ---------------------------------------------
+
+// shared_down_fused against the reference: h = silu(gate) * up, its q8_1 form, down in double.
+// The h the launch leaves and its q8_1 bytes are checked as swiglu's are.
+Status run_shared_down_cases(const ParityOptions& opt, Reporter& rep) {
+  struct Shape {
+    int n_ff, n_embd;
+  };
+  for (const Shape sh : {Shape{640, 2560}, Shape{256, 512}})
+    for (Type t : {Type::Q5_1, Type::IQ4_NL, Type::Q2_0})
+      for (int T : {1, 2, 4}) {
+        const int n = sh.n_ff;
+        CaseResult r = make_case("shared_down_fused",
+                                 fmt::format("moe/shared_down_fused(down={}, n_ff={}, n_embd={}, T={})", type_name(t), n, sh.n_embd, T),
+                                 {{"T", T}, {"n_ff", n}, {"n_embd", sh.n_embd}});
+        if (!rep.wanted(r.line)) continue;
+        const Geometry g{1, n, sh.n_embd, 1, false, false};
+        Experts dn;
+        STRATA_TRY(make_experts(t, g, sh.n_embd, n, false, {0}, case_seed(opt.seed, r.line), dn));
+        DTensor down;
+        down.type = t;
+        down.data = dn.d0.get();
+        down.rows = sh.n_embd;
+        down.cols = n;
+        down.row_bytes = dn.row_bytes;
+        if (!shared_down_fused_supports(down, T)) {
+          r.status = "FAIL";
+          r.detail = "shared_down_fused_supports refused a type the decoder relies on";
+          rep.add(std::move(r));
+          continue;
+        }
+        const std::vector<float> gu = random_normal(case_seed(opt.seed, r.line + " gate_up"), static_cast<size_t>(T) * 2 * n, 3.0f);
+        std::vector<float> h_ref(static_cast<size_t>(T) * n);
+        for (int i = 0; i < T; ++i)
+          for (int j = 0; j < n; ++j) h_ref[i * n + j] = reference::silu(gu[i * 2 * n + j]) * gu[i * 2 * n + n + j];
+        const std::vector<float> want = expert_matvec(dn, std::vector<int>(static_cast<size_t>(T), 0), reference_view(h_ref, T, n, true));
+        int32_t words[4];
+        shared_grouping_words(T, words);
+        const int64_t q8_stride = (q8_1_row_bytes(n) + 15) / 16 * 16;
+        DeviceBuffer dgu, dgroup, ds, dh, dq;
+        STRATA_TRY(upload(dgu, gu));
+        STRATA_TRY(upload(dgroup, std::vector<int32_t>(words, words + 4)));
+        STRATA_TRY(alloc_poisoned(ds, want.size()));
+        STRATA_TRY(alloc_poisoned(dh, h_ref.size()));
+        STRATA_TRY(alloc_filled(dq, static_cast<size_t>(q8_stride * T), 0xFF));
+        const auto call = [&] {
+          return shared_down_fused(down, dgu.get<float>(), T, dgroup.get<int32_t>(), ds.get<float>(), dh.get<float>(), dq.get(),
+                                   q8_stride, nullptr);
+        };
+        auto ran = run_call(r, rep, call);
+        if (!ran) return ran.status();
+        if (!*ran) continue;
+        std::vector<float> y, h;
+        std::vector<uint8_t> q;
+        STRATA_TRY(download(y, ds.get(), want.size()));
+        STRATA_TRY(download(h, dh.get(), h_ref.size()));
+        STRATA_TRY(download(q, dq.get(), static_cast<size_t>(q8_stride * T)));
+        int64_t bad_bytes = 0;
+        std::vector<uint8_t> qw(static_cast<size_t>(q8_1_row_bytes(n)));
+        for (int i = 0; i < T; ++i) {
+          quant::quantize_row_q8_1(h.data() + static_cast<size_t>(i) * n, qw.data(), n);
+          for (size_t b = 0; b < qw.size(); ++b) bad_bytes += q[i * q8_stride + b] != qw[b];
+        }
+        const Diff dh_diff = diff(h.data(), h_ref.data(), h.size());
+        const Diff d = diff(y.data(), want.data(), y.size());
+        r.status = d.finite && d.rel < kMoeRelTol && dh_diff.finite && dh_diff.rel < kMoeRelTol && bad_bytes == 0 ? "OK" : "FAIL";
+        r.detail = fmt::format("{} h_rel={:.3g} q8_bad_bytes={}", d.text(), dh_diff.rel, bad_bytes);
+        r.metrics = {{"rel", d.rel}, {"max_abs", d.max_abs}, {"h_rel", dh_diff.rel}, {"q8_bad_bytes", bad_bytes}};
+        STRATA_TRY(add_ms(opt, r, call));
+        rep.add(std::move(r));
+      }
+  return Status::ok_status();
+}
+
 Status run_moe_cases(const ParityOptions& opt, Reporter& rep) {
   STRATA_TRY(run_router_cases(opt, rep));
   STRATA_TRY(run_swiglu_cases(opt, rep));
   STRATA_TRY(run_shared_gate_cases(opt, rep));
+  STRATA_TRY(run_shared_down_cases(opt, rep));
   STRATA_TRY(run_grouped_cases(opt, rep));
   STRATA_TRY(run_route_group_cases(opt, rep));
   STRATA_TRY(run_combine_shared_cases(opt, rep));

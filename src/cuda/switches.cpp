@@ -62,8 +62,10 @@ Result<Switches> parse_switches(const std::function<const char*(const char*)>& l
         s.unfuse_gdn_norm = true;
       } else if (item == "combine") {
         s.unfuse_combine = true;
+      } else if (item == "shared-down") {
+        s.unfuse_shared_down = true;
       } else {
-        return Status::error("STRATA_UNFUSE: expected a comma-separated list of gdn-norm and combine, got \"" +
+        return Status::error("STRATA_UNFUSE: expected a comma-separated list of gdn-norm, combine and shared-down, got \"" +
                              std::string(list) + "\"");
       }
       at = end + 1;

@@ -28,6 +28,7 @@ TEST(CudaSwitches, UnsetAreTheDefaults) {
   EXPECT_TRUE(s->mmvq_mma);
   EXPECT_FALSE(s->unfuse_gdn_norm);
   EXPECT_FALSE(s->unfuse_combine);
+  EXPECT_FALSE(s->unfuse_shared_down);
 }
 
 TEST(CudaSwitches, TheOtherArms) {
@@ -37,7 +38,7 @@ TEST(CudaSwitches, TheOtherArms) {
                   {"STRATA_DIRECT_WARPS", "8"},
                   {"STRATA_ATTN_SPLITS", "256"},
                   {"STRATA_MMVQ_MMA", "0"},
-                  {"STRATA_UNFUSE", "combine,gdn-norm"}});
+                  {"STRATA_UNFUSE", "combine,gdn-norm,shared-down"}});
   ASSERT_TRUE(s.ok()) << s.error();
   EXPECT_FALSE(s->pdl);
   EXPECT_FALSE(s->side_stream);
@@ -47,10 +48,12 @@ TEST(CudaSwitches, TheOtherArms) {
   EXPECT_FALSE(s->mmvq_mma);
   EXPECT_TRUE(s->unfuse_gdn_norm);
   EXPECT_TRUE(s->unfuse_combine);
+  EXPECT_TRUE(s->unfuse_shared_down);
   auto one = parse({{"STRATA_UNFUSE", "gdn-norm"}, {"STRATA_DIRECT_WARPS", "5"}, {"STRATA_PDL", "1"}});
   ASSERT_TRUE(one.ok()) << one.error();
   EXPECT_TRUE(one->unfuse_gdn_norm);
   EXPECT_FALSE(one->unfuse_combine);
+  EXPECT_FALSE(one->unfuse_shared_down);
   EXPECT_FALSE(one->direct_wide_t1);
   EXPECT_TRUE(one->pdl);
 }
@@ -63,6 +66,7 @@ TEST(CudaSwitches, RefusedValuesNameTheVariable) {
       {{"STRATA_ATTN_SPLITS", "0"}},    {{"STRATA_ATTN_SPLITS", "513"}},
       {{"STRATA_MMVQ_MMA", "2"}},       {{"STRATA_MMVQ_MMA", "on"}},
       {{"STRATA_UNFUSE", "gdn_norm"}},  {{"STRATA_UNFUSE", "combine,,gdn-norm"}},
+      {{"STRATA_UNFUSE", "shared_down"}},
   };
   for (const auto& env : bad) {
     const std::string& name = env.begin()->first;
