@@ -98,25 +98,29 @@ __device__ __forceinline__ size_t chunk_offset(int t, int nchunks, int c) {
   return 16 * (static_cast<size_t>(t) * nchunks + c);
 }
 
-// Chunk c's 8 weight words (element order as the tile's codes) against entries 0..nb-1:
-// acc[t] += (scale * d_a) * (dot - [kOffset] sum_a).
+// Chunk c's 8 weight words (element order as the tile's codes) against tile row t's codes.
+__device__ __forceinline__ int chunk_codes_dot(const int (&w)[8], const ActTile& a, int t, int c) {
+  const int8_t* lo = a.codes + chunk_offset(t, a.nchunks, c);
+  const int4 x0 = *reinterpret_cast<const int4*>(lo), x1 = *reinterpret_cast<const int4*>(lo + a.plane);
+  // Two chains of 4 instead of one of 8 (ncu sampled 21% of the warps waiting on a fixed
+  // latency); as an arm against one chain: T = 4 -0.2%, T = 1 unchanged.
+  int d0 = __dp4a(w[0], x0.x, 0), d1 = __dp4a(w[4], x1.x, 0);
+  d0 = __dp4a(w[1], x0.y, d0);
+  d1 = __dp4a(w[5], x1.y, d1);
+  d0 = __dp4a(w[2], x0.z, d0);
+  d1 = __dp4a(w[6], x1.z, d1);
+  d0 = __dp4a(w[3], x0.w, d0);
+  d1 = __dp4a(w[7], x1.w, d1);
+  return d0 + d1;
+}
+
+// Chunk c against entries 0..nb-1: acc[t] += (scale * d_a) * (dot - [kOffset] sum_a).
 template <bool kOffset, int kNB>
 __device__ __forceinline__ void chunk_dot(const int (&w)[8], int c, float scale, const ActTile& a, int nb, float (&acc)[kNB]) {
 #pragma unroll
   for (int t = 0; t < kNB; ++t) {
     if (t >= nb) break;  // warp-uniform
-    const int8_t* lo = a.codes + chunk_offset(t, a.nchunks, c);
-    const int4 x0 = *reinterpret_cast<const int4*>(lo), x1 = *reinterpret_cast<const int4*>(lo + a.plane);
-    // Two chains of 4 instead of one of 8 (ncu sampled 21% of the warps waiting on a fixed
-    // latency); as an arm against one chain: T = 4 -0.2%, T = 1 unchanged.
-    int d0 = __dp4a(w[0], x0.x, 0), d1 = __dp4a(w[4], x1.x, 0);
-    d0 = __dp4a(w[1], x0.y, d0);
-    d1 = __dp4a(w[5], x1.y, d1);
-    d0 = __dp4a(w[2], x0.z, d0);
-    d1 = __dp4a(w[6], x1.z, d1);
-    d0 = __dp4a(w[3], x0.w, d0);
-    d1 = __dp4a(w[7], x1.w, d1);
-    int dot = d0 + d1;
+    int dot = chunk_codes_dot(w, a, t, c);
     const int2 ds = a.ds[static_cast<size_t>(t) * a.nchunks + c];
     if constexpr (kOffset) dot -= ds.y;
     acc[t] = fmaf(__fmul_rn(scale, __int_as_float(ds.x)), static_cast<float>(dot), acc[t]);
@@ -292,18 +296,10 @@ struct DirectUnit<Type::Q5_1> {
 #pragma unroll
     for (int t = 0; t < kNB; ++t) {
       if (t >= nb) break;  // warp-uniform
-      const int8_t* lo = a.codes + chunk_offset(t, a.nchunks, u);
-      const int4 x0 = *reinterpret_cast<const int4*>(lo), x1 = *reinterpret_cast<const int4*>(lo + a.plane);
-      int d0 = __dp4a(w[0], x0.x, 0), d1 = __dp4a(w[4], x1.x, 0);
-      d0 = __dp4a(w[1], x0.y, d0);
-      d1 = __dp4a(w[5], x1.y, d1);
-      d0 = __dp4a(w[2], x0.z, d0);
-      d1 = __dp4a(w[6], x1.z, d1);
-      d0 = __dp4a(w[3], x0.w, d0);
-      d1 = __dp4a(w[7], x1.w, d1);
+      const int dot = chunk_codes_dot(w, a, t, u);
       const int2 ds = a.ds[static_cast<size_t>(t) * a.nchunks + u];
       const float da = __int_as_float(ds.x);
-      acc[t] = fmaf(__fmul_rn(d, da), static_cast<float>(d0 + d1), fmaf(__fmul_rn(m, da), static_cast<float>(ds.y), acc[t]));
+      acc[t] = fmaf(__fmul_rn(d, da), static_cast<float>(dot), fmaf(__fmul_rn(m, da), static_cast<float>(ds.y), acc[t]));
     }
   }
 };
