@@ -5,10 +5,10 @@
 // feeds int8 tensor cores; on the H200 its Q5_K launches issued ~133 instructions per 512
 // weights (2.6 bytes of weights per warp instruction) and ran at ~1.1 TB/s even from L2, so
 // decode was bound by instruction issue, not HBM (ncu, 2026-11-30: GDN qkvz 16384 x 2560 Q5_K,
-// 24 us, 47% issue-slot busy, 3 warps per scheduler). Here every lane reads its weights straight
-// into registers with 16-byte loads and multiplies with dp4a against activations that the CTA
-// has unpacked once into shared memory; nothing is decoded twice, nothing is staged, and a lane's
-// scale and min are computed once per 32 weights. Q5_K at T = 1: about 120 instructions per
+// 24 us, 47% issue-slot busy, 3 warps per scheduler). Here every lane reads its weights into
+// registers with 16-byte loads and multiplies with dp4a against activations that the CTA has
+// unpacked once into shared memory; nothing is decoded twice, and a lane's scale and min are
+// computed once per 32 weights. Q5_K at T = 1: about 120 instructions per
 // lane for its 32 weights (3 loads, the nibble and high-bit decode, 8 dp4a, scales, the
 // activation reads; counted in the SASS), ~5.9 bytes of weights per warp instruction; measured
 // 9.2 us for 10240 x 2560 and 3.06 TB/s for 248320 x 2560 (bench/results/2026-11-30-h200-direct-mmvq).
@@ -31,11 +31,18 @@
 //   * CTAs walk row sets grid-stride, the grid as many CTAs as fit resident at once (or fewer
 //     when there are fewer row sets), so the act unpack is paid once per CTA rather than once
 //     per row set.
+//   * Each warp streams its row sets (32 / G contiguous rows) through its own shared-memory ring
+//     of kRingStages stages, filled with 16-byte cp.async copies: the next sets' bytes are in
+//     flight while the warp decodes one, and the first ones are requested before the PDL wait,
+//     while the previous kernel drains. The lanes then read their units from shared memory.
+//     Without the ring a warp had one batch of loads in flight at a time and waited on it at
+//     each batch.
 //   * Per half: y += (d_a * scale) * dot + min * (d_a * sum): the reference's products, summed in
 //     another order (docs/PARITY.md bounds mmvq by relative error).
 #include <algorithm>
 #include <cstdint>
 
+#include "common.cuh"
 #include "launch.cuh"
 #include "mmvq.cuh"
 #include "mmvq_direct.h"
@@ -50,6 +57,13 @@ constexpr int kWarps = 4;      // per CTA
 // took 10.3 us. IQ4_XS's units are half the registers of Q5_K's, and at 5 a 2560-wide row (80
 // units on 16 lanes) is one batch instead of 4 + 1.
 constexpr int kUnitsPerBlock = 8;
+// Row sets per warp ring: kRingStages - 1 are in flight while the warp computes one. H200,
+// iq3_xxs 48 layers, T = 1, ms a token (bench/results/2026-12-06-h200-mmvq-ring): without the
+// ring (the first set pulled toward L2 before the PDL wait) 4.669, 3 stages 4.556 (-2.4%),
+// 4 stages 4.670; in a later run 2 stages 4.564 against 3 stages' 4.556. Sets prefetched toward
+// L2 instead of copied into shared memory made it slower (1 / 2 / 4 sets ahead: +1.5 / +2.5 /
+// +3.1%).
+constexpr int kRingStages = 3;
 constexpr int kDirectMaxRows = 3;  // window rows up to which this kernel beats mmvq_decode_kernel
                                    // (kernel_for and launch_rows instantiate 1..3)
 
@@ -77,10 +91,10 @@ struct UnitK {
     const int b = u >> 3, p = (u >> 1) & 3, h = u & 1;
     const uint8_t* blk = row + static_cast<int64_t>(b) * kBlockBytes;
     Raw r;
-    r.head = __ldg(reinterpret_cast<const uint4*>(blk));
-    r.qs = __ldg(reinterpret_cast<const uint4*>(blk + kQs + 32 * p + 16 * h));
+    r.head = *reinterpret_cast<const uint4*>(blk);
+    r.qs = *reinterpret_cast<const uint4*>(blk + kQs + 32 * p + 16 * h);
     if constexpr (T == Type::Q5_K) {
-      r.qh = __ldg(reinterpret_cast<const uint4*>(blk + 16 + 16 * h));
+      r.qh = *reinterpret_cast<const uint4*>(blk + 16 + 16 * h);
     } else {
       r.qh = make_uint4(0u, 0u, 0u, 0u);
     }
@@ -136,9 +150,9 @@ struct Unit<Type::IQ4_XS> {
     const int b = u >> 3, j = u & 7;
     const uint8_t* blk = row + static_cast<int64_t>(b) * kBlockBytes;
     Raw r;
-    r.head = __ldg(reinterpret_cast<const uint2*>(blk));
-    r.q0 = __ldg(reinterpret_cast<const uint2*>(blk + 8 + 16 * j));
-    r.q1 = __ldg(reinterpret_cast<const uint2*>(blk + 16 + 16 * j));
+    r.head = *reinterpret_cast<const uint2*>(blk);
+    r.q0 = *reinterpret_cast<const uint2*>(blk + 8 + 16 * j);
+    r.q1 = *reinterpret_cast<const uint2*>(blk + 16 + 16 * j);
     return r;
   }
   static __device__ __forceinline__ Halves decode(const Raw& r, int u) {
@@ -212,6 +226,20 @@ __device__ __forceinline__ float half_dot(const int* codes, int chunk, int half,
   return fmaf(min, ds.y, __fmul_rn(ds.x, scale) * static_cast<float>(dot));
 }
 
+// Row set `set` of the warp (rows_per_warp rows, contiguous in the tensor) into a ring stage, as
+// 16-byte asynchronous copies spread over the lanes; past the last set an empty group, so that
+// every lane's count of committed groups stays in step with the ring.
+__device__ __forceinline__ void fill_stage(const Shape& p, uint8_t* stage, int set, int nsets, int rows_per_warp, int lane) {
+  if (set < nsets) {
+    const int r0 = set * rows_per_warp, n = min(rows_per_warp, p.rows - r0);
+    const uint8_t* src = p.w + static_cast<int64_t>(r0) * p.row_bytes;
+    const int bytes = n * static_cast<int>(p.row_bytes);
+    for (int off = 16 * lane; off < bytes; off += 32 * 16)
+      cp_async16(stage + off, src + off, 16);  // pdl-pre-wait: weights only, never written in a step
+  }
+  cp_async_commit();
+}
+
 template <Type T, int kT>
 __global__ void __launch_bounds__(kWarps * 32) mmvq_direct_kernel(const Shape p, const int G) {
   using U = Unit<T>;
@@ -223,25 +251,29 @@ __global__ void __launch_bounds__(kWarps * 32) mmvq_direct_kernel(const Shape p,
   const int units = (K / 256) * kUnitsPerBlock;
   const int iters = units / G;  // per lane and row, warp-uniform
   const int nsets = (p.rows + rows_per_warp - 1) / rows_per_warp;
-  // This warp's first row set toward L2 while the previous kernel drains (weights only): in the
-  // decode graph the CTAs start up to ~5 us before hc_post ends (CUPTI trace, 2026-12-02). With
-  // the grid as many CTAs as fit (660 for Q5_K), the first sets are all of the out and shared
-  // projections' rows and a third of qkvz's. H200, iq3_xxs T = 1: 4.892 -> 4.825 ms a token;
-  // every set of the warp instead: 4.873 (profile: the head, ~28 sets a warp over 0.2 GB, and
-  // the GDN stage slower: prefetches evicted before use, and DRAM taken from the kernel before).
-  if (const int set = blockIdx.x * kWarps + warp; set < nsets) {
-    const int r0 = set * rows_per_warp, n = min(rows_per_warp, p.rows - r0);
-    prefetch_l2_warp(p.w + static_cast<int64_t>(r0) * p.row_bytes, static_cast<int64_t>(n) * p.row_bytes, lane);
-  }
+  const int first = blockIdx.x * kWarps + warp, stride = gridDim.x * kWarps;
+  const int set_bytes = rows_per_warp * static_cast<int>(p.row_bytes);
+  uint8_t* ring = smem + static_cast<size_t>(warp) * kRingStages * set_bytes;
+  uint8_t* act = smem + static_cast<size_t>(kWarps) * kRingStages * set_bytes;
+  // The ring's first sets are requested while the previous kernel drains.
+  for (int k = 0; k < kRingStages - 1; ++k)
+    fill_stage(p, ring + k * set_bytes, first + k * stride, nsets, rows_per_warp, lane);  // pdl-pre-wait: weights
   pdl_wait();
-  unpack_act(p, smem, kT);
+  unpack_act(p, act, kT);
   __syncthreads();
-  const int8_t* codes = reinterpret_cast<const int8_t*>(smem);
-  const float2* ds = reinterpret_cast<const float2*>(smem + static_cast<size_t>(kT) * K);
-  for (int set = blockIdx.x * kWarps + warp; set < nsets; set += gridDim.x * kWarps) {
+  const int8_t* codes = reinterpret_cast<const int8_t*>(act);
+  const float2* ds = reinterpret_cast<const float2*>(act + static_cast<size_t>(kT) * K);
+  int stage = 0;
+  for (int set = first; set < nsets; set += stride) {
+    // The stage the previous set used (every lane is past it: __syncwarp below) takes the set
+    // kRingStages - 1 ahead; then this set's copies, every lane's, are complete and visible.
+    fill_stage(p, ring + (stage == 0 ? kRingStages - 1 : stage - 1) * set_bytes, set + (kRingStages - 1) * stride, nsets,
+               rows_per_warp, lane);
+    cp_async_wait<kRingStages - 1>();
+    __syncwarp();
     const int row = set * rows_per_warp + lane / G;
-    const bool live = row < p.rows;
-    const uint8_t* wrow = p.w + static_cast<int64_t>(live ? row : 0) * p.row_bytes;
+    const bool live = row < p.rows;  // a dead row reads stale stage bytes and stores nothing
+    const uint8_t* wrow = ring + stage * set_bytes + (lane / G) * static_cast<int>(p.row_bytes);
     float acc[kT];
 #pragma unroll
     for (int t = 0; t < kT; ++t) acc[t] = 0.0f;
@@ -270,6 +302,8 @@ __global__ void __launch_bounds__(kWarps * 32) mmvq_direct_kernel(const Shape p,
 #pragma unroll
       for (int t = 0; t < kT; ++t) p.y[t * p.y_stride + row] = acc[t];
     }
+    __syncwarp();
+    stage = stage + 1 == kRingStages ? 0 : stage + 1;
   }
 }
 
@@ -285,6 +319,12 @@ int group_lanes(const Shape& p) {
 size_t act_smem_bytes(const Shape& p) {
   const size_t K = static_cast<size_t>(p.nchunks) * 32;
   return static_cast<size_t>(p.T) * (K + static_cast<size_t>(p.nchunks) * 2 * sizeof(float2));
+}
+
+// The warps' rings, then the activation copy.
+size_t smem_bytes(const Shape& p) {
+  const size_t set_bytes = static_cast<size_t>(32 / group_lanes(p)) * static_cast<size_t>(p.row_bytes);
+  return kWarps * kRingStages * set_bytes + act_smem_bytes(p);
 }
 
 template <Type T, int kT>
@@ -334,9 +374,9 @@ bool direct_supports(Type type, const Shape& p) {
   if (p.T > kDirectMaxRows) return false;
   // Whole 256-element blocks, 16-byte aligned rows (Q4_K / Q5_K blocks are multiples of 16 bytes;
   // IQ4_XS's 136 needs only 8, which every row start then also has), and no more than the
-  // activation copy that shared memory holds.
+  // rings and activation copy that shared memory holds.
   return p.nchunks % 8 == 0 && p.row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0 &&
-         act_smem_bytes(p) <= 96 * 1024;
+         smem_bytes(p) <= 96 * 1024;
 }
 
 Result<MmvqPlan> plan_direct(Type type, const Shape& p, const DeviceCaps& caps) {
@@ -345,10 +385,10 @@ Result<MmvqPlan> plan_direct(Type type, const Shape& p, const DeviceCaps& caps) 
   plan.threads = kWarps * 32;
   const int G = group_lanes(p);
   plan.rows_per_tile = kWarps * (32 / G);  // rows a CTA has in flight
-  plan.smem_bytes = act_smem_bytes(p);
+  plan.smem_bytes = smem_bytes(p);
   auto occ = occupancy(direct_kernel(type, p.T), plan.threads, plan.smem_bytes, caps);
   if (!occ) return occ.status();
-  if (*occ <= 0) return Status::error("cuda: mmvq_direct: the activation copy does not fit in shared memory");
+  if (*occ <= 0) return Status::error("cuda: mmvq_direct: the row-set rings and activation copy do not fit in shared memory");
   plan.ctas_per_sm = *occ;
   // Row sets of 32 / G rows, one per warp at a time; whole resident waves, balanced.
   const int64_t sets = (p.rows + 32 / G - 1) / (32 / G);
