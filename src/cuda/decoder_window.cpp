@@ -223,7 +223,9 @@ class WindowRun {
   // as strided slices, and gdn_conv_recurrent copies b/a into the layer's contiguous g.b/g.a for the
   // replay. The gated norm runs inside gdn_conv_recurrent's launch when it can take it
   // (gdn_fused_norm_supported), with the bits of the separate gdn_gated_norm launch; either way o
-  // stays in s_.o and the normed rows (and their q8_1 form, for ssm_out) go to s_.yn.
+  // stays in s_.o and the normed rows (and their q8_1 form, for ssm_out) go to s_.yn. The
+  // concatenated beta|alpha matrix (float types) is projected inside that launch too (one launch
+  // fewer on each GDN layer's path; b/a still kept in g.b/g.a), unless STRATA_UNFUSE=gdn-gates.
   Status gdn(const DevBlock& b) {
     const GdnDims& d = m_.gdn_dims;
     GdnLayerState& g = m_.gdn[b.plan.slot];
@@ -254,7 +256,19 @@ class WindowRun {
     r.state_out = T_ == 1 ? g.ssm : g.shadow;
     r.out = s_.o;
     r.T = T_;
-    if (b.ba) {
+    GdnGateProjection proj;  // b and a projected inside the recurrent launch: one launch fewer a layer
+    proj.w = b.ba.data;
+    proj.type = b.ba.type;
+    proj.k = b.ba.cols;
+    proj.u = u.f32;
+    proj.u_stride = u.f32_stride;
+    const bool packed = b.ba.row_bytes == b.ba.cols * (b.ba.type == quant::Type::F32 ? 4 : 2);
+    if (b.ba && !switches().unfuse_gdn_gates && b.ba.rows == 2 * nv && packed &&
+        gdn_gate_projection_refusal(d, proj).empty()) {
+      r.proj = proj;
+      r.b_keep = g.b;
+      r.a_keep = g.a;
+    } else if (b.ba) {
       STRATA_TRY(op(linear(b.ba, u, s_.ba, 2 * nv, st_)));
       r.b = s_.ba;
       r.a = s_.ba + nv;

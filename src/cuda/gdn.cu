@@ -8,7 +8,8 @@
 //                          state lives in registers for the whole window (read and written once);
 //                          its kConv form runs the conv of the channels the CTA reads first, and
 //                          its kNorm form also the gated norm that follows it in the decoder's
-//                          GDN step, the head's D / 32 column CTAs as one cluster
+//                          GDN step, the head's D / 32 column CTAs as one cluster; the
+//                          conv form can also project its head's b and a itself
 //   gdn_gated_norm_kernel  one warp per (row, value head)
 //
 // The fused norm gives the bits of the gdn_gated_norm launch it replaces, by running the same
@@ -24,6 +25,7 @@
 #include <string>
 
 #include "common.cuh"
+#include "float_weights.cuh"
 #include "launch.cuh"
 #include "q8_1.cuh"
 
@@ -167,6 +169,12 @@ struct RecArgs {
   float* out;
   float* b_keep;  // optional: b and a rows copied at stride n_v_heads (by the CTAs of column 0)
   float* a_keep;
+  // kConv: the gate projection (GdnGateProjection) when proj_w is set; b and a are then unused.
+  const void* proj_w;
+  quant::Type proj_type;
+  int proj_k;
+  const float* u;
+  int64_t u_stride;
   int n_k_heads, n_v_heads, conv_dim, T;
   // The fused conv (kConv): m rows at m + t * m_stride, the taps, the history; c_out (= c) written.
   float* c_out;
@@ -284,6 +292,64 @@ __device__ __forceinline__ void gated_norm_epilogue(const RecArgs& p, int h, int
 #endif
 }
 
+// ---- the gate projection -------------------------------------------------------------------------
+
+// In the decoder's step the beta|alpha mat-vec was a launch of its own between the qkv projection
+// and this kernel (2 * n_v_heads rows, 0.5 MB of BF16 at the released geometry), on the critical
+// path of every GDN layer. Here every CTA of head h computes the head's two dots itself, from
+// the weights (two rows, pulled toward L2 before the PDL wait) and the window's u rows. H100,
+// iq3_xxs 48 layers: 4.839 -> 4.817 ms a token at T = 1, 8.151 -> 8.120 ms a T = 4 window
+// (bench/results/2026-12-06-h100-gdn-gates).
+//
+// part[w][t] and part[w][kMaxWindowRows + t]: warp w's sums of row t's b and a (its lanes'
+// strided 16-byte weight vectors in order, then the butterfly); the gate thread adds the warps
+// in order.
+template <quant::Type WT>
+__device__ __forceinline__ void project_gates(const RecArgs& p, int h, float (&part)[kRecWarps][2 * kMaxWindowRows]) {
+  constexpr int kPer = kWeightsPerVec<WT>;
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  const int nvec = p.proj_k / kPer;
+  const int64_t row_vecs = nvec;  // 16-byte vectors per row
+  const uint4* wb = static_cast<const uint4*>(p.proj_w) + static_cast<int64_t>(h) * row_vecs;
+  const uint4* wa = static_cast<const uint4*>(p.proj_w) + static_cast<int64_t>(p.n_v_heads + h) * row_vecs;
+  for (int t = 0; t < p.T; ++t) {
+    const float4* u4 = reinterpret_cast<const float4*>(p.u + t * p.u_stride);
+    float sb = 0.0f, sa = 0.0f;
+#pragma unroll 1
+    for (int v = static_cast<int>(threadIdx.x); v < nvec; v += kRecThreads) {
+      float fb[kPer], fa[kPer];
+      weight_floats<WT>(__ldg(wb + v), fb);  // pdl-pre-wait: weights
+      weight_floats<WT>(__ldg(wa + v), fa);  // pdl-pre-wait: weights
+#pragma unroll
+      for (int q = 0; q < kPer / 4; ++q) {
+        const float4 x = u4[v * (kPer / 4) + q];
+        sb = fmaf(fb[4 * q], x.x, sb);
+        sb = fmaf(fb[4 * q + 1], x.y, sb);
+        sb = fmaf(fb[4 * q + 2], x.z, sb);
+        sb = fmaf(fb[4 * q + 3], x.w, sb);
+        sa = fmaf(fa[4 * q], x.x, sa);
+        sa = fmaf(fa[4 * q + 1], x.y, sa);
+        sa = fmaf(fa[4 * q + 2], x.z, sa);
+        sa = fmaf(fa[4 * q + 3], x.w, sa);
+      }
+    }
+    sb = warp_sum(sb);
+    sa = warp_sum(sa);
+    if (lane == 0) {
+      part[warp][t] = sb;
+      part[warp][kMaxWindowRows + t] = sa;
+    }
+  }
+}
+
+__device__ __forceinline__ void project_gates_typed(const RecArgs& p, int h, float (&part)[kRecWarps][2 * kMaxWindowRows]) {
+  switch (p.proj_type) {
+    case quant::Type::F32: project_gates<quant::Type::F32>(p, h, part); break;
+    case quant::Type::F16: project_gates<quant::Type::F16>(p, h, part); break;
+    default: project_gates<quant::Type::BF16>(p, h, part); break;
+  }
+}
+
 // ---- the recurrent kernel -------------------------------------------------------------------------
 
 // Grid (D / 32, n_v_heads). Warp w owns key rows [w * R, (w + 1) * R) of the CTA's 32 columns,
@@ -299,6 +365,8 @@ __device__ __forceinline__ void gated_norm_epilogue(const RecArgs& p, int h, int
 //
 // kNorm (kConv only; launched as clusters of the head's D / 32 CTAs): gated_norm_epilogue after
 // the window, with this CTA's o columns kept in o_blk.
+//
+// p.proj_w (kConv only): b and a projected in the kernel (project_gates) before the conv.
 template <int D, bool kConv, bool kNorm = false>
 __global__ void __launch_bounds__(kRecThreads, rec_min_ctas_per_sm(D, kConv, kNorm))
     gdn_recurrent_kernel(const RecArgs p) {
@@ -313,6 +381,7 @@ __global__ void __launch_bounds__(kRecThreads, rec_min_ctas_per_sm(D, kConv, kNo
   __shared__ float inv_rms[kMaxWindowRows];          // kNorm: the head's 1 / rms per row
   __shared__ GateOperands gate_ops;                  // b, a, A, dt_bias of the rows' gates, copied early
   __shared__ NormOperands norm_ops;                  // kNorm: z and the weights, copied early
+  __shared__ float gate_part[kRecWarps][2 * kMaxWindowRows];  // p.proj_w: the warps' b / a sums
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int h = blockIdx.y;
@@ -332,6 +401,11 @@ __global__ void __launch_bounds__(kRecThreads, rec_min_ctas_per_sm(D, kConv, kNo
     cp_async4(&gate_ops.dt_bias[threadIdx.x], p.dt_bias + h);  // pdl-pre-wait: weight
   }
   if constexpr (kNorm) copy_norm_weights(p, col0, norm_ops);  // pdl-pre-wait: weights
+  const bool projected = kConv && p.proj_w != nullptr;
+  if (projected && warp < 2) {  // the head's beta and alpha rows toward L2
+    const int64_t row_bytes = static_cast<int64_t>(p.proj_k) * (p.proj_type == quant::Type::F32 ? 4 : 2);
+    prefetch_l2_warp(static_cast<const uint8_t*>(p.proj_w) + (warp * p.n_v_heads + h) * row_bytes, row_bytes, lane);
+  }
   // The state slice, read once per window: streaming (evict-first) loads and stores keep it from
   // displacing weights in L2. Requested before pdl_wait: within a window only this launch writes
   // layer h's state (the previous window's launch, its replay or the commit copy all finish before
@@ -344,7 +418,7 @@ __global__ void __launch_bounds__(kRecThreads, rec_min_ctas_per_sm(D, kConv, kNo
 
   pdl_launch_dependents();
   pdl_wait();  // everything below reads state or activations written by earlier kernels
-  if (gate_thread) {
+  if (gate_thread && !projected) {
     const int t = threadIdx.x;
     cp_async4(&gate_ops.b[t], p.b + t * p.ba_stride + h);
     cp_async4(&gate_ops.a[t], p.a + t * p.ba_stride + h);
@@ -356,6 +430,7 @@ __global__ void __launch_bounds__(kRecThreads, rec_min_ctas_per_sm(D, kConv, kNo
   }
 
   if constexpr (kConv) {
+    if (projected) project_gates_typed(p, h, gate_part);  // read after the barrier below
     const bool owns_qk = h == kh && blockIdx.x == 0;
     for (int i = static_cast<int>(threadIdx.x); i < 2 * D + kRecCols; i += kRecThreads) {
       int ch;
@@ -416,7 +491,17 @@ __global__ void __launch_bounds__(kRecThreads, rec_min_ctas_per_sm(D, kConv, kNo
   if (gate_thread) {
     const int t = threadIdx.x;
     cp_async_wait<kNorm ? 1 : 0>();  // the gate group (the z group may still be in flight)
-    const float bt = gate_ops.b[t], at = gate_ops.a[t];
+    float bt = 0.0f, at = 0.0f;
+    if (projected) {
+#pragma unroll
+      for (int w = 0; w < kRecWarps; ++w) {
+        bt += gate_part[w][t];
+        at += gate_part[w][kMaxWindowRows + t];
+      }
+    } else {
+      bt = gate_ops.b[t];
+      at = gate_ops.a[t];
+    }
     if (p.b_keep && blockIdx.x == 0) {  // one writer per (row, head)
       p.b_keep[t * p.n_v_heads + h] = bt;
       p.a_keep[t * p.n_v_heads + h] = at;
@@ -548,13 +633,16 @@ int blocks_for(int64_t n, int per_block) { return static_cast<int>((n + per_bloc
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The checks gdn_recurrent and gdn_conv_recurrent share.
+// gates_projected: the launch projects b and a itself (b, a and ba_stride unused).
 Status check_recurrent(const GdnDims& d, const char* op, const float* b, const float* a, int64_t ba_stride,
                        const float* ssm_a, const float* dt_bias, const float* state_in, const float* state_out, int T,
-                       const float* out, const float* b_keep, const float* a_keep) {
+                       const float* out, const float* b_keep, const float* a_keep, bool gates_projected = false) {
   STRATA_TRY(check_dims(d, op));
   STRATA_TRY(check_rows(T, op));
-  STRATA_TRY(check_ptr(b, op, "b"));
-  STRATA_TRY(check_ptr(a, op, "a"));
+  if (!gates_projected) {
+    STRATA_TRY(check_ptr(b, op, "b"));
+    STRATA_TRY(check_ptr(a, op, "a"));
+  }
   STRATA_TRY(check_ptr(ssm_a, op, "ssm_a"));
   STRATA_TRY(check_ptr(dt_bias, op, "dt_bias"));
   STRATA_TRY(check_ptr(state_in, op, "state_in"));
@@ -562,12 +650,12 @@ Status check_recurrent(const GdnDims& d, const char* op, const float* b, const f
   STRATA_TRY(check_ptr(out, op, "out"));
   if (!gdn_recurrent_supports_head_dim(d.head_dim))
     return Status::error(prefix(op) + "head_dim must be 32, 64 or 128 (got " + std::to_string(d.head_dim) + ")");
-  if (ba_stride < d.n_v_heads)
+  if (!gates_projected && ba_stride < d.n_v_heads)
     return Status::error(prefix(op) + "ba_stride (" + std::to_string(ba_stride) + ") must be >= n_v_heads (" +
                          std::to_string(d.n_v_heads) + ")");
   if ((b_keep == nullptr) != (a_keep == nullptr))
     return Status::error(prefix(op) + "b_keep and a_keep must both be set or both be null");
-  if (b_keep && (b_keep == b || a_keep == a))
+  if (b_keep && !gates_projected && (b_keep == b || a_keep == a))
     return Status::error(prefix(op) + "b_keep / a_keep must not be the b / a they copy");
   return Status::ok_status();
 }
@@ -697,10 +785,31 @@ Status gdn_recurrent(const GdnDims& d, const float* c, const float* b, const flo
   return Status::ok_status();
 }
 
+std::string gdn_gate_projection_refusal(const GdnDims& d, const GdnGateProjection& proj) {
+  using quant::Type;
+  if (proj.type != Type::F32 && proj.type != Type::F16 && proj.type != Type::BF16)
+    return "proj.type must be F32, F16 or BF16";
+  if (proj.w == nullptr || proj.u == nullptr) return "proj.w and proj.u must be set";
+  if (proj.k <= 0 || proj.k % 8 != 0 || proj.k > (1 << 24))
+    return "proj.k must be a positive multiple of 8 (got " + std::to_string(proj.k) + ")";
+  if (!aligned16(proj.w) || !aligned16(proj.u)) return "proj.w and proj.u must be 16-byte aligned";
+  if (proj.u_stride < proj.k || proj.u_stride % 4 != 0)
+    return "proj.u_stride must be a multiple of 4 and >= proj.k (got " + std::to_string(proj.u_stride) + ")";
+  if (d.n_v_heads <= 0) return "n_v_heads must be positive";
+  return {};
+}
+
 Status gdn_conv_recurrent(const GdnDims& d, const GdnConvRecurrentArgs& a, Stream stream) {
   const char* op = "gdn_conv_recurrent";
+  const bool projected = a.proj.w != nullptr;
   STRATA_TRY(check_recurrent(d, op, a.b, a.a, a.ba_stride, a.ssm_a, a.dt_bias, a.state_in, a.state_out, a.T, a.out,
-                             a.b_keep, a.a_keep));
+                             a.b_keep, a.a_keep, projected));
+  if (projected) {
+    if (const std::string why = gdn_gate_projection_refusal(d, a.proj); !why.empty())
+      return Status::error(prefix(op) + why);
+  } else if (a.proj.u) {
+    return Status::error(prefix(op) + "proj.w is null while proj.u is set");  // a forgotten w would read b / a
+  }
   STRATA_TRY(check_kernel(d, op));
   STRATA_TRY(check_ptr(a.m, op, "m"));
   STRATA_TRY(check_ptr(a.conv_w, op, "conv_w"));
@@ -733,6 +842,13 @@ Status gdn_conv_recurrent(const GdnDims& d, const GdnConvRecurrentArgs& a, Strea
   p.b = a.b;
   p.a = a.a;
   p.ba_stride = a.ba_stride;
+  if (projected) {
+    p.proj_w = a.proj.w;
+    p.proj_type = a.proj.type;
+    p.proj_k = static_cast<int>(a.proj.k);
+    p.u = a.proj.u;
+    p.u_stride = a.proj.u_stride;
+  }
   if (norm) {
     p.z = n.z;
     p.z_stride = n.z_stride;

@@ -1,7 +1,7 @@
 // Gated DeltaNet decode kernels (spec/model.md §6), one window of T = 1..8 rows, in the GGUF's
 // tiled value-head order: value head j uses key head j % n_k_heads (as src/reference/gdn.cpp).
 // The decoder runs the projections (qkv -> m, attn_gate -> z, ssm_beta -> b, ssm_alpha -> a)
-// with linear(), then:
+// with linear() (b and a can instead be projected inside gdn_conv_recurrent), then:
 //   gdn_conv        causal depthwise conv (kernel K) + SiLU over the history and the T new rows
 //   gdn_recurrent   l2norm of q/k, q / sqrt(d), beta = sigmoid(b), g = A * softplus(a + dt_bias),
 //                   then per value head and row: M = exp(g) M; r = M^T k; M += k (x) beta (v - r);
@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "strata/common/status.h"
 #include "strata/cuda/mmvq.h"
@@ -73,8 +74,26 @@ struct GdnGatedNormOut {
   int64_t q8_stride = 0;
 };
 
+// The gate projection inside gdn_conv_recurrent's launch, in place of the b / a rows a separate
+// mat-vec would write: w holds 2 * n_v_heads packed rows of k weights (F32, F16 or BF16; the beta
+// rows, then the alpha rows: the decoder's concatenated beta|alpha matrix), u the window's input
+// rows at u + t * u_stride. Each (row, head)'s two dots are summed in fp32 in a fixed order (the
+// lanes' strided partials, the warp butterfly, then the warps in order). With b_keep / a_keep the
+// projected values are kept there, as b / a would be.
+struct GdnGateProjection {
+  const void* w = nullptr;  // 16-byte aligned
+  quant::Type type = quant::Type::F32;
+  int64_t k = 0;            // a multiple of 8
+  const float* u = nullptr; // 16-byte aligned
+  int64_t u_stride = 0;     // floats, a multiple of 4, >= k
+};
+
+// Why gdn_conv_recurrent cannot take this projection of a d-shaped GDN; empty when it can.
+std::string gdn_gate_projection_refusal(const GdnDims& d, const GdnGateProjection& proj);
+
 // gdn_conv_recurrent's arguments (the positional form above documents each contract). With
-// norm.y set the launch also writes the gated norm.
+// norm.y set the launch also writes the gated norm; with proj.w set it projects b and a itself
+// (b, a and ba_stride then unused).
 struct GdnConvRecurrentArgs {
   const float* m = nullptr;
   int64_t m_stride = 0;
@@ -92,6 +111,7 @@ struct GdnConvRecurrentArgs {
   float* state_out = nullptr;
   float* out = nullptr;
   GdnGatedNormOut norm;  // used when norm.y is set (gdn_fused_norm_supported)
+  GdnGateProjection proj;  // used when proj.w is set
   int T = 0;
 };
 

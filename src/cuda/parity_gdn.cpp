@@ -16,6 +16,11 @@
 //                       against the separate launches on the same inputs (gdn_conv_recurrent ->
 //                       gdn_gated_norm): every output bit for bit (out, state, c, history, kept
 //                       b/a, y, y_q8), and out, state and y against the reference
+//   gdn_conv_recurrent(.., fused: gates)  b and a projected in the launch (GdnGateProjection,
+//                       F32 / F16 / BF16 weights, u rows at a stride wider than k): the kept
+//                       b/a against the host's dot products in double; every other output bit
+//                       for bit equal to the same launch given those kept b/a as inputs; out,
+//                       state and y against the reference fed with the host's b/a
 //   gdn_conv_recurrent(refusals)  arguments of the GdnConvRecurrentArgs form the launch cannot
 //                       take return an error
 // With opt.bench each case is timed (a CUDA graph of launches, median of opt.bench_reps); the
@@ -37,6 +42,7 @@
 #include "strata/reference/ops.h"
 #include "strata/reference/thread_pool.h"
 #include "strata/cuda/quantize.h"
+#include "strata/quant/scalar.h"
 
 namespace strata::cuda {
 namespace {
@@ -705,6 +711,191 @@ Status run_fused_step_case(const ParityOptions& opt, Reporter& rep, reference::T
   return Status::ok_status();
 }
 
+// Weights of one float type for the gate projection: the bytes the launch reads and the floats
+// they hold (every conversion exact), from random values of deviation sigma.
+struct FloatWeights {
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;
+};
+FloatWeights float_weights(quant::Type type, uint64_t seed, size_t n, float sigma) {
+  FloatWeights w;
+  w.values = random_normal(seed, n, sigma);
+  const size_t elem = type == quant::Type::F32 ? 4 : 2;
+  w.bytes.resize(n * elem);
+  for (size_t i = 0; i < n; ++i) {
+    if (type == quant::Type::F32) {
+      std::memcpy(&w.bytes[4 * i], &w.values[i], 4);
+      continue;
+    }
+    const uint16_t h = type == quant::Type::F16 ? quant::fp32_to_fp16(w.values[i]) : quant::fp32_to_bf16(w.values[i]);
+    w.values[i] = type == quant::Type::F16 ? quant::fp16_to_fp32(h) : quant::bf16_to_fp32(h);
+    std::memcpy(&w.bytes[2 * i], &h, 2);
+  }
+  return w;
+}
+
+// The decoder's GDN step with b and a projected in the launch (the norm too where the device has
+// clusters). [1]: the projection from w (2 * n_v_heads rows of k) and u (rows at u_stride = k + 4);
+// [0]: the same launch given [1]'s kept b/a as its b/a rows, which must give every output bit for
+// bit (the projection changes only where b/a come from). The kept b/a against the host's dots in
+// double; out, state (and y) against the reference fed with those.
+Status run_gate_projection_case(const ParityOptions& opt, Reporter& rep, reference::ThreadPool& pool,
+                                const Geometry& g, int T, quant::Type type, int64_t k) {
+  const GdnDims d = dims_of(g);
+  const int K = d.conv_kernel;
+  const int64_t nv = d.n_v_heads, D = d.head_dim, C = d.conv_dim(), value_dim = nv * D;
+  const int64_t mz_stride = C + value_dim, ba_stride = 2 * nv, u_stride = k + 4;
+  const int64_t q8_stride = q8_stride_for(value_dim);
+  const bool norm = gdn_fused_norm_supported(d);
+  const std::string tname(quant::type_info(type)->name);
+  CaseResult r;
+  r.op = "gdn_conv_recurrent";
+  r.line = fmt::format("gdn_conv_recurrent(T={}, k_heads={}, v_heads={}, d={}, K={}, fused: gates {} k={})", T,
+                       d.n_k_heads, nv, D, K, tname, k);
+  r.params = {{"T", T}, {"k_heads", d.n_k_heads}, {"v_heads", nv}, {"d", D}, {"K", K}, {"gates", true},
+              {"type", tname}, {"k", k}, {"norm", norm}};
+  if (!rep.wanted(r.line)) return Status::ok_status();
+  const uint64_t seed = case_seed(opt.seed, r.line);
+
+  const std::vector<float> w = random_normal(seed, static_cast<size_t>(C * K), 0.5f);
+  const std::vector<float> hist0 = random_normal(seed + 1, static_cast<size_t>(C * (K - 1)));
+  const std::vector<float> mz = random_normal(seed + 2, static_cast<size_t>(mz_stride * T));
+  std::vector<float> ssm_a = random_normal(seed + 3, static_cast<size_t>(nv), 0.5f);
+  for (float& v : ssm_a) v = -std::exp(v);
+  const std::vector<float> dt_bias = random_normal(seed + 4, static_cast<size_t>(nv), 0.5f);
+  const std::vector<float> state0 = random_normal(seed + 5, static_cast<size_t>(nv * D * D), 0.5f);
+  const std::vector<float> norm_w = norm_weight(seed + 6, static_cast<size_t>(D));
+  const FloatWeights pw = float_weights(type, seed + 7, static_cast<size_t>(ba_stride * k),
+                                        1.0f / std::sqrt(static_cast<float>(k)));
+  const std::vector<float> u = random_normal(seed + 8, static_cast<size_t>(u_stride * T));
+
+  // The host's b | a rows: the dots in double, rounded once.
+  std::vector<float> want_ba(static_cast<size_t>(ba_stride * T));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t row = 0; row < ba_stride; ++row) {
+      double acc = 0.0;
+      for (int64_t j = 0; j < k; ++j)
+        acc += static_cast<double>(pw.values[row * k + j]) * u[t * u_stride + j];
+      want_ba[t * ba_stride + row] = static_cast<float>(acc);
+    }
+
+  ConvRecurrentBuffers bufs;  // bufs.dm holds the m|z rows; bufs.dba [0]'s b|a, uploaded below
+  DeviceBuffer dnorm, dpw, du, keep_b[2], keep_a[2], y[2], q8[2];
+  STRATA_TRY(bufs.upload_inputs(w, mz, std::vector<float>(want_ba.size(), 0.0f), ssm_a, dt_bias, state0));
+  STRATA_TRY(upload(dnorm, norm_w));
+  STRATA_TRY(upload(dpw, pw.bytes));
+  STRATA_TRY(upload(du, u));
+  for (int i = 0; i < 2; ++i) {
+    STRATA_TRY(bufs.alloc_copy(i, d, T, hist0, state0.size()));
+    STRATA_TRY(alloc_poisoned(keep_b[i], static_cast<size_t>(nv * T)));
+    STRATA_TRY(alloc_poisoned(keep_a[i], static_cast<size_t>(nv * T)));
+    STRATA_TRY(alloc_poisoned(y[i], static_cast<size_t>(value_dim * T)));
+    STRATA_TRY(alloc_filled(q8[i], static_cast<size_t>(q8_stride * T), 0xA5));
+  }
+  const auto args = [&](int i) {
+    GdnConvRecurrentArgs a;
+    a.m = bufs.dm.get<float>();
+    a.m_stride = mz_stride;
+    a.conv_w = bufs.dw.get<float>();
+    a.hist = bufs.hist[i].get<float>();
+    a.c = bufs.c[i].get<float>();
+    a.b_keep = keep_b[i].get<float>();
+    a.a_keep = keep_a[i].get<float>();
+    a.ssm_a = bufs.dA.get<float>();
+    a.dt_bias = bufs.ddt.get<float>();
+    a.state_in = bufs.dstate_in.get<float>();
+    a.state_out = bufs.state[i].get<float>();
+    a.out = bufs.out[i].get<float>();
+    if (norm) {
+      a.norm.z = bufs.dm.get<float>() + C;
+      a.norm.z_stride = mz_stride;
+      a.norm.w = dnorm.get<float>();
+      a.norm.y = y[i].get<float>();
+      a.norm.y_q8 = q8[i].get();
+      a.norm.q8_stride = q8_stride;
+    }
+    a.T = T;
+    return a;
+  };
+  GdnConvRecurrentArgs projected = args(1);
+  projected.proj.w = dpw.get();
+  projected.proj.type = type;
+  projected.proj.k = k;
+  projected.proj.u = du.get<float>();
+  projected.proj.u_stride = u_stride;
+  STRATA_TRY(gdn_conv_recurrent(d, projected, nullptr));
+  std::vector<float> got_b, got_a;
+  STRATA_TRY(download_synced(got_b, keep_b[1], static_cast<size_t>(nv * T)));
+  STRATA_TRY(download_synced(got_a, keep_a[1], static_cast<size_t>(nv * T)));
+  std::vector<float> got_ba(want_ba.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < nv; ++h) {
+      got_ba[t * ba_stride + h] = got_b[t * nv + h];
+      got_ba[t * ba_stride + nv + h] = got_a[t * nv + h];
+    }
+  STRATA_TRY(upload_into(bufs.dba, got_ba));
+  GdnConvRecurrentArgs given = args(0);
+  given.b = bufs.dba.get<float>();
+  given.a = bufs.dba.get<float>() + nv;
+  given.ba_stride = ba_stride;
+  STRATA_TRY(gdn_conv_recurrent(d, given, nullptr));
+
+  std::vector<float> got[2][5];  // out, state, c, history, y
+  std::vector<uint8_t> got_q8[2];
+  for (int i = 0; i < 2; ++i) {
+    STRATA_TRY(download_synced(got[i][0], bufs.out[i], static_cast<size_t>(value_dim * T)));
+    STRATA_TRY(download_synced(got[i][1], bufs.state[i], state0.size()));
+    STRATA_TRY(download_synced(got[i][2], bufs.c[i], static_cast<size_t>(C * T)));
+    STRATA_TRY(download_synced(got[i][3], bufs.hist[i], static_cast<size_t>(C * (K - 1 + T))));
+    STRATA_TRY(download_synced(got[i][4], y[i], static_cast<size_t>(value_dim * T)));
+    STRATA_TRY(download_synced(got_q8[i], q8[i], static_cast<size_t>(q8_stride * T)));
+  }
+  std::string mismatch;
+  const char* names[5] = {"out", "state", "c", "history", "y"};
+  for (int j = 0; j < (norm ? 5 : 4); ++j)
+    if (!same_bits(got[0][j], got[1][j])) mismatch += fmt::format(" {}", names[j]);
+  if (norm && !same_bits(got_q8[0], got_q8[1])) mismatch += " y_q8";
+
+  // Reference: the conv over [history; m rows], the recurrence on the host's b/a, the norm.
+  std::vector<float> x(static_cast<size_t>(C * T)), want_c(x.size());
+  for (int t = 0; t < T; ++t) std::copy_n(mz.data() + t * mz_stride, C, x.data() + t * C);
+  std::vector<float> ref_hist = hist0;
+  reference::causal_conv_silu(w.data(), C, K, 1, ref_hist, x.data(), T, want_c.data());
+  std::vector<float> want_state = state0, want_out;
+  reference_recurrent(d, want_c, want_ba.data(), want_ba.data() + nv, ba_stride, ssm_a, dt_bias, T, want_state,
+                      want_out, pool);
+  std::vector<float> want_y(want_out.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < nv; ++h) {
+      const int64_t off = t * value_dim + h * D;
+      reference::rms_norm_gated({want_out.data() + off, static_cast<size_t>(D)},
+                                {mz.data() + C + t * mz_stride + h * D, static_cast<size_t>(D)}, norm_w, d.eps,
+                                {want_y.data() + off, static_cast<size_t>(D)});
+    }
+  const Diff dba = diff(got_ba.data(), want_ba.data(), want_ba.size());
+  const Diff dout = diff(got[1][0].data(), want_out.data(), want_out.size());
+  const Diff dstate = diff(got[1][1].data(), want_state.data(), want_state.size());
+  const Diff dy = norm ? diff(got[1][4].data(), want_y.data(), want_y.size()) : Diff{};
+  const bool ok = mismatch.empty() && within(dba) && within(dout) && within(dstate) && within(dy);
+  r.status = ok ? "OK" : "FAIL";
+  r.detail = diff_text("b|a", dba) + "; " + diff_text("out", dout) + "; " + diff_text("state", dstate) +
+             (norm ? "; " + diff_text("y", dy) : std::string("; no norm (no clusters)")) +
+             (mismatch.empty() ? "; equal to the launch given these b/a" : "; differs from the launch given these b/a in" + mismatch);
+  r.metrics = {{"ba_rel", dba.rel}, {"rel", dout.rel}, {"state_rel", dstate.rel}, {"y_rel", dy.rel},
+               {"exact", mismatch.empty()}};
+  if (ok && opt.bench) {
+    auto ms = median_launch_ms(64, opt.bench_reps, [&](int, cudaStream_t s) { return gdn_conv_recurrent(d, projected, s); });
+    if (!ms) return ms.status();
+    auto given_ms = median_launch_ms(64, opt.bench_reps, [&](int, cudaStream_t s) { return gdn_conv_recurrent(d, given, s); });
+    if (!given_ms) return given_ms.status();
+    r.metrics["ms"] = *ms;
+    r.metrics["given_ms"] = *given_ms;
+    r.detail += fmt::format(" ({:.2f} us; given b/a {:.2f} us)", 1e3 * *ms, 1e3 * *given_ms);
+  }
+  rep.add(std::move(r));
+  return Status::ok_status();
+}
+
 // gdn_conv_recurrent refuses the GdnConvRecurrentArgs it cannot take: each call below must return
 // an error. Every pointer other than the one under test points at a buffer large enough for the
 // call, so that a missing check shows as a FAIL here rather than as a fault. The valid arguments
@@ -779,6 +970,13 @@ Status run_refusal_case(const ParityOptions& opt, Reporter& rep) {
          a.norm.y = nullptr;
          a.norm.z = z;
        }},
+      {"proj.u set, proj.w null", [z](Arg& a) { a.proj.u = z; }},
+      {"proj.u null", [&dw](Arg& a) { a.proj.w = dw.get(); }},
+      {"proj.k not a multiple of 8", [&dw, z](Arg& a) {
+         a.proj = {dw.get(), quant::Type::F32, 12, z, 16};
+       }},
+      {"proj.type Q8_0", [&dw, z](Arg& a) { a.proj = {dw.get(), quant::Type::Q8_0, 8, z, 8}; }},
+      {"proj.u_stride < proj.k", [&dw, z](Arg& a) { a.proj = {dw.get(), quant::Type::F32, 16, z, 8}; }},
   };
   if (norm_ok) {
     const std::vector<std::pair<std::string, Mutation>> norm_refusals = {
@@ -855,6 +1053,12 @@ Status run_gdn_cases(const ParityOptions& opt, Reporter& rep) {
   // refusals.
   for (const Geometry& g : {released, mid, small})
     for (int T : {1, 2, 3, 8}) STRATA_TRY(run_fused_step_case(opt, rep, pool, g, T));
+  // The gate projection in the launch: the released width (2560) in every float type and window
+  // size, and a width of one 16-byte vector per lane or less.
+  for (quant::Type type : {quant::Type::BF16, quant::Type::F32, quant::Type::F16})
+    for (int T : {1, 2, 4, 8}) STRATA_TRY(run_gate_projection_case(opt, rep, pool, released, T, type, 2560));
+  STRATA_TRY(run_gate_projection_case(opt, rep, pool, small, 3, quant::Type::BF16, 264));
+  STRATA_TRY(run_gate_projection_case(opt, rep, pool, mid, 1, quant::Type::F32, 8));
   return run_refusal_case(opt, rep);
 }
 

@@ -60,12 +60,14 @@ Result<Switches> parse_switches(const std::function<const char*(const char*)>& l
       const std::string_view item = list.substr(at, end - at);
       if (item == "gdn-norm") {
         s.unfuse_gdn_norm = true;
+      } else if (item == "gdn-gates") {
+        s.unfuse_gdn_gates = true;
       } else if (item == "combine") {
         s.unfuse_combine = true;
       } else if (item == "shared-down") {
         s.unfuse_shared_down = true;
       } else {
-        return Status::error("STRATA_UNFUSE: expected a comma-separated list of gdn-norm, combine and shared-down, got \"" +
+        return Status::error("STRATA_UNFUSE: expected a comma-separated list of gdn-norm, gdn-gates, combine and shared-down, got \"" +
                              std::string(list) + "\"");
       }
       at = end + 1;

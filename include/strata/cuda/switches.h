@@ -22,7 +22,8 @@ struct Switches {
   bool direct_wide_t1 = false;  // STRATA_DIRECT_WARPS=8: the direct experts' T = 1 CTAs of 8 warps (5: the default)
   bool mmvq_mma = true;         // STRATA_MMVQ_MMA=0: Q4_K / Q5_K / IQ4_XS mat-vecs never on mmvq_mma_kernel
   int attn_splits = 0;          // STRATA_ATTN_SPLITS=1..512: split-K CTAs per kv head (0: the default)
-  bool unfuse_gdn_norm = false; // STRATA_UNFUSE=gdn-norm[,combine,shared-down]
+  bool unfuse_gdn_norm = false; // STRATA_UNFUSE=gdn-norm[,gdn-gates,combine,shared-down]
+  bool unfuse_gdn_gates = false;  // STRATA_UNFUSE=gdn-gates[,...]: GDN's beta|alpha mat-vec a launch of its own
   bool unfuse_combine = false;  // STRATA_UNFUSE=combine[,...]
   bool unfuse_shared_down = false;  // STRATA_UNFUSE=shared-down[,...]: the shared expert's SwiGLU a launch of its own
 };

@@ -38,7 +38,7 @@ TEST(CudaSwitches, TheOtherArms) {
                   {"STRATA_DIRECT_WARPS", "8"},
                   {"STRATA_ATTN_SPLITS", "256"},
                   {"STRATA_MMVQ_MMA", "0"},
-                  {"STRATA_UNFUSE", "combine,gdn-norm,shared-down"}});
+                  {"STRATA_UNFUSE", "combine,gdn-norm,shared-down,gdn-gates"}});
   ASSERT_TRUE(s.ok()) << s.error();
   EXPECT_FALSE(s->pdl);
   EXPECT_FALSE(s->side_stream);
@@ -47,11 +47,13 @@ TEST(CudaSwitches, TheOtherArms) {
   EXPECT_EQ(s->attn_splits, 256);
   EXPECT_FALSE(s->mmvq_mma);
   EXPECT_TRUE(s->unfuse_gdn_norm);
+  EXPECT_TRUE(s->unfuse_gdn_gates);
   EXPECT_TRUE(s->unfuse_combine);
   EXPECT_TRUE(s->unfuse_shared_down);
   auto one = parse({{"STRATA_UNFUSE", "gdn-norm"}, {"STRATA_DIRECT_WARPS", "5"}, {"STRATA_PDL", "1"}});
   ASSERT_TRUE(one.ok()) << one.error();
   EXPECT_TRUE(one->unfuse_gdn_norm);
+  EXPECT_FALSE(one->unfuse_gdn_gates);
   EXPECT_FALSE(one->unfuse_combine);
   EXPECT_FALSE(one->unfuse_shared_down);
   EXPECT_FALSE(one->direct_wide_t1);
