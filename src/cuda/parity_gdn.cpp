@@ -560,6 +560,118 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
+// The inputs of one decoder GDN step that the step cases draw alike, from seeds seed .. seed + 6:
+// the conv taps, a mid-sequence history, the m|z rows, A (negative) and the dt bias, the state
+// and the gated norm's weights.
+struct StepInputs {
+  std::vector<float> w, hist0, mz, ssm_a, dt_bias, state0, norm_w;
+};
+
+StepInputs step_inputs(uint64_t seed, const GdnDims& d, int T, int64_t mz_stride) {
+  const int64_t C = d.conv_dim(), nv = d.n_v_heads, D = d.head_dim;
+  StepInputs in;
+  in.w = random_normal(seed, static_cast<size_t>(C * d.conv_kernel), 0.5f);
+  in.hist0 = random_normal(seed + 1, static_cast<size_t>(C * (d.conv_kernel - 1)));
+  in.mz = random_normal(seed + 2, static_cast<size_t>(mz_stride * T));
+  in.ssm_a = random_normal(seed + 3, static_cast<size_t>(nv), 0.5f);
+  for (float& v : in.ssm_a) v = -std::exp(v);
+  in.dt_bias = random_normal(seed + 4, static_cast<size_t>(nv), 0.5f);
+  in.state0 = random_normal(seed + 5, static_cast<size_t>(nv * D * D), 0.5f);
+  in.norm_w = norm_weight(seed + 6, static_cast<size_t>(D));
+  return in;
+}
+
+// The reference's step: the conv over [history; m rows], the recurrence on the b/a rows, and the
+// gated norm of each (row, head) with z from the m|z rows.
+struct StepWant {
+  std::vector<float> out, state, y;
+};
+
+StepWant reference_step(const GdnDims& d, const StepInputs& in, int64_t mz_stride, const float* ba, int64_t ba_stride,
+                        int T, reference::ThreadPool& pool) {
+  const int64_t C = d.conv_dim(), nv = d.n_v_heads, D = d.head_dim, value_dim = nv * D;
+  std::vector<float> x(static_cast<size_t>(C * T)), c(x.size());
+  for (int t = 0; t < T; ++t) std::copy_n(in.mz.data() + t * mz_stride, C, x.data() + t * C);
+  std::vector<float> hist = in.hist0;
+  reference::causal_conv_silu(in.w.data(), C, d.conv_kernel, 1, hist, x.data(), T, c.data());
+  StepWant want;
+  want.state = in.state0;
+  reference_recurrent(d, c, ba, ba + nv, ba_stride, in.ssm_a, in.dt_bias, T, want.state, want.out, pool);
+  want.y.resize(want.out.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < nv; ++h) {
+      const int64_t off = t * value_dim + h * D;
+      reference::rms_norm_gated({want.out.data() + off, static_cast<size_t>(D)},
+                                {in.mz.data() + C + t * mz_stride + h * D, static_cast<size_t>(D)}, in.norm_w, d.eps,
+                                {want.y.data() + off, static_cast<size_t>(D)});
+    }
+  return want;
+}
+
+// A step case's device buffers: the inputs (ba: the b|a rows the launches read, at stride
+// 2 * n_v_heads) and two poisoned copies of everything a launch writes, the kept b/a, y and y's
+// q8_1 rows included.
+struct StepBuffers : ConvRecurrentBuffers {
+  DeviceBuffer norm, keep_b[2], keep_a[2], y[2], q8[2];
+
+  Status setup(const GdnDims& d, int T, const StepInputs& in, const std::vector<float>& ba, int64_t q8_stride) {
+    const int64_t nv = d.n_v_heads, value_dim = nv * d.head_dim;
+    STRATA_TRY(upload_inputs(in.w, in.mz, ba, in.ssm_a, in.dt_bias, in.state0));
+    STRATA_TRY(upload(norm, in.norm_w));
+    for (int i = 0; i < 2; ++i) {
+      STRATA_TRY(alloc_copy(i, d, T, in.hist0, in.state0.size()));
+      STRATA_TRY(alloc_poisoned(keep_b[i], static_cast<size_t>(nv * T)));
+      STRATA_TRY(alloc_poisoned(keep_a[i], static_cast<size_t>(nv * T)));
+      STRATA_TRY(alloc_poisoned(y[i], static_cast<size_t>(value_dim * T)));
+      STRATA_TRY(alloc_filled(q8[i], static_cast<size_t>(q8_stride * T), 0xA5));
+    }
+    return Status::ok_status();
+  }
+};
+
+// What one copy of a step case's launches wrote: out, state, c, the history, y and y's q8_1 rows.
+struct StepGot {
+  std::vector<float> v[5];
+  std::vector<uint8_t> q8;
+};
+constexpr const char* kStepGotNames[5] = {"out", "state", "c", "history", "y"};
+
+Status download_step(const GdnDims& d, int T, int64_t q8_stride, StepBuffers& bufs, int i, StepGot& got) {
+  const int64_t C = d.conv_dim(), value_dim = static_cast<int64_t>(d.n_v_heads) * d.head_dim;
+  const size_t state_n = static_cast<size_t>(value_dim) * d.head_dim;
+  STRATA_TRY(download_synced(got.v[0], bufs.out[i], static_cast<size_t>(value_dim * T)));
+  STRATA_TRY(download_synced(got.v[1], bufs.state[i], state_n));
+  STRATA_TRY(download_synced(got.v[2], bufs.c[i], static_cast<size_t>(C * T)));
+  STRATA_TRY(download_synced(got.v[3], bufs.hist[i], static_cast<size_t>(C * (d.conv_kernel - 1 + T))));
+  STRATA_TRY(download_synced(got.v[4], bufs.y[i], static_cast<size_t>(value_dim * T)));
+  return download_synced(got.q8, bufs.q8[i], static_cast<size_t>(q8_stride * T));
+}
+
+// The bench of a step case: the case's launch and the one it is compared with, each timed as the
+// median over graphs of 64 launches (both repeatable: they read history rows 0..K-2 and
+// state_in, and write other buffers), into r's "ms" and `other` metrics and its detail.
+using StepLaunch = std::function<Status(cudaStream_t)>;
+Status time_step_pair(const ParityOptions& opt, CaseResult& r, const StepLaunch& launch, const char* other,
+                      const char* other_text, const StepLaunch& other_launch) {
+  auto ms = median_launch_ms(64, opt.bench_reps, [&](int, cudaStream_t s) { return launch(s); });
+  if (!ms) return ms.status();
+  auto other_ms = median_launch_ms(64, opt.bench_reps, [&](int, cudaStream_t s) { return other_launch(s); });
+  if (!other_ms) return other_ms.status();
+  r.metrics["ms"] = *ms;
+  r.metrics[other] = *other_ms;
+  r.detail += fmt::format(" ({:.2f} us; {} {:.2f} us)", 1e3 * *ms, other_text, 1e3 * *other_ms);
+  return Status::ok_status();
+}
+
+// The names of what differs between two copies' outputs, each with a leading space.
+std::string step_mismatch(const StepGot& a, const StepGot& b) {
+  std::string m;
+  for (int j = 0; j < 5; ++j)
+    if (!same_bits(a.v[j], b.v[j])) m += fmt::format(" {}", kStepGotNames[j]);
+  if (!same_bits(a.q8, b.q8)) m += " y_q8";
+  return m;
+}
+
 // The decoder's GDN step with the gated norm in the recurrent launch (GdnConvRecurrentArgs, with
 // the q8_1 rows the decoder's quantized ssm_out reads) against the same step as separate launches
 // on the same inputs: m and z as the slices of one m|z output, a mid-sequence history, b/a as the
@@ -587,28 +699,12 @@ Status run_fused_step_case(const ParityOptions& opt, Reporter& rep, reference::T
   }
   const uint64_t seed = case_seed(opt.seed, r.line);
 
-  const std::vector<float> w = random_normal(seed, static_cast<size_t>(C * K), 0.5f);
-  const std::vector<float> hist0 = random_normal(seed + 1, static_cast<size_t>(C * (K - 1)));
-  const std::vector<float> mz = random_normal(seed + 2, static_cast<size_t>(mz_stride * T));
-  std::vector<float> ssm_a = random_normal(seed + 3, static_cast<size_t>(nv), 0.5f);
-  for (float& v : ssm_a) v = -std::exp(v);
-  const std::vector<float> dt_bias = random_normal(seed + 4, static_cast<size_t>(nv), 0.5f);
-  const std::vector<float> state0 = random_normal(seed + 5, static_cast<size_t>(nv * D * D), 0.5f);
-  const std::vector<float> norm_w = norm_weight(seed + 6, static_cast<size_t>(D));
+  const StepInputs in = step_inputs(seed, d, T, mz_stride);
   const std::vector<float> ba = random_normal(seed + 7, static_cast<size_t>(ba_stride * T));
 
   // [0] the separate launches, [1] the fused one.
-  ConvRecurrentBuffers bufs;  // bufs.dm holds the m|z rows
-  DeviceBuffer dnorm, keep_b[2], keep_a[2], y[2], q8[2];
-  STRATA_TRY(bufs.upload_inputs(w, mz, ba, ssm_a, dt_bias, state0));
-  STRATA_TRY(upload(dnorm, norm_w));
-  for (int i = 0; i < 2; ++i) {
-    STRATA_TRY(bufs.alloc_copy(i, d, T, hist0, state0.size()));
-    STRATA_TRY(alloc_poisoned(keep_b[i], static_cast<size_t>(nv * T)));
-    STRATA_TRY(alloc_poisoned(keep_a[i], static_cast<size_t>(nv * T)));
-    STRATA_TRY(alloc_poisoned(y[i], static_cast<size_t>(value_dim * T)));
-    STRATA_TRY(alloc_filled(q8[i], static_cast<size_t>(q8_stride * T), 0xA5));
-  }
+  StepBuffers bufs;  // bufs.dm holds the m|z rows
+  STRATA_TRY(bufs.setup(d, T, in, ba, q8_stride));
   const float* z_dev = bufs.dm.get<float>() + C;
   const float* b_dev = bufs.dba.get<float>();
   const float* a_dev = bufs.dba.get<float>() + nv;
@@ -618,9 +714,9 @@ Status run_fused_step_case(const ParityOptions& opt, Reporter& rep, reference::T
     STRATA_TRY(gdn_conv_recurrent(d, bufs.dm.get<float>(), mz_stride, bufs.dw.get<float>(), bufs.hist[0].get<float>(),
                                   bufs.c[0].get<float>(), b_dev, a_dev, ba_stride, bufs.dA.get<float>(),
                                   bufs.ddt.get<float>(), bufs.dstate_in.get<float>(), bufs.state[0].get<float>(), T,
-                                  bufs.out[0].get<float>(), s, keep_b[0].get<float>(), keep_a[0].get<float>()));
-    return gdn_gated_norm(d, bufs.out[0].get<float>(), z_dev, mz_stride, dnorm.get<float>(), T, y[0].get<float>(), s,
-                          q8[0].get(), q8_stride);
+                                  bufs.out[0].get<float>(), s, bufs.keep_b[0].get<float>(), bufs.keep_a[0].get<float>()));
+    return gdn_gated_norm(d, bufs.out[0].get<float>(), z_dev, mz_stride, bufs.norm.get<float>(), T, bufs.y[0].get<float>(), s,
+                          bufs.q8[0].get(), q8_stride);
   };
   // The fused launch.
   GdnConvRecurrentArgs a;
@@ -632,8 +728,8 @@ Status run_fused_step_case(const ParityOptions& opt, Reporter& rep, reference::T
   a.b = b_dev;
   a.a = a_dev;
   a.ba_stride = ba_stride;
-  a.b_keep = keep_b[1].get<float>();
-  a.a_keep = keep_a[1].get<float>();
+  a.b_keep = bufs.keep_b[1].get<float>();
+  a.a_keep = bufs.keep_a[1].get<float>();
   a.ssm_a = bufs.dA.get<float>();
   a.dt_bias = bufs.ddt.get<float>();
   a.state_in = bufs.dstate_in.get<float>();
@@ -641,72 +737,45 @@ Status run_fused_step_case(const ParityOptions& opt, Reporter& rep, reference::T
   a.out = bufs.out[1].get<float>();
   a.norm.z = z_dev;
   a.norm.z_stride = mz_stride;
-  a.norm.w = dnorm.get<float>();
-  a.norm.y = y[1].get<float>();
-  a.norm.y_q8 = q8[1].get();
+  a.norm.w = bufs.norm.get<float>();
+  a.norm.y = bufs.y[1].get<float>();
+  a.norm.y_q8 = bufs.q8[1].get();
   a.norm.q8_stride = q8_stride;
   a.T = T;
   STRATA_TRY(separate(nullptr));
   STRATA_TRY(gdn_conv_recurrent(d, a, nullptr));
 
-  std::vector<float> got[2][7];  // out, state, c, history, kept b, kept a, y
-  std::vector<uint8_t> got_q8[2];
+  StepGot got[2];
+  std::vector<float> kept_b[2], kept_a[2];
   for (int i = 0; i < 2; ++i) {
-    STRATA_TRY(download_synced(got[i][0], bufs.out[i], static_cast<size_t>(value_dim * T)));
-    STRATA_TRY(download_synced(got[i][1], bufs.state[i], state0.size()));
-    STRATA_TRY(download_synced(got[i][2], bufs.c[i], static_cast<size_t>(C * T)));
-    STRATA_TRY(download_synced(got[i][3], bufs.hist[i], static_cast<size_t>(C * (K - 1 + T))));
-    STRATA_TRY(download_synced(got[i][4], keep_b[i], static_cast<size_t>(nv * T)));
-    STRATA_TRY(download_synced(got[i][5], keep_a[i], static_cast<size_t>(nv * T)));
-    STRATA_TRY(download_synced(got[i][6], y[i], static_cast<size_t>(value_dim * T)));
-    STRATA_TRY(download_synced(got_q8[i], q8[i], static_cast<size_t>(q8_stride * T)));
+    STRATA_TRY(download_step(d, T, q8_stride, bufs, i, got[i]));
+    STRATA_TRY(download_synced(kept_b[i], bufs.keep_b[i], static_cast<size_t>(nv * T)));
+    STRATA_TRY(download_synced(kept_a[i], bufs.keep_a[i], static_cast<size_t>(nv * T)));
   }
-  std::string mismatch;
-  const char* names[7] = {"out", "state", "c", "history", "kept b", "kept a", "y"};
-  for (int j = 0; j < 7; ++j)
-    if (!same_bits(got[0][j], got[1][j])) mismatch += fmt::format(" {}", names[j]);
-  if (!same_bits(got_q8[0], got_q8[1])) mismatch += " y_q8";
+  std::string mismatch = step_mismatch(got[0], got[1]);
+  if (!same_bits(kept_b[0], kept_b[1])) mismatch += " kept b";
+  if (!same_bits(kept_a[0], kept_a[1])) mismatch += " kept a";
   std::vector<float> want_b(static_cast<size_t>(nv * T)), want_a(want_b.size());
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < nv; ++h) {
       want_b[t * nv + h] = ba[t * ba_stride + h];
       want_a[t * nv + h] = ba[t * ba_stride + nv + h];
     }
-  if (!same_bits(got[1][4], want_b) || !same_bits(got[1][5], want_a)) mismatch += " kept b/a (not the b/a rows)";
+  if (!same_bits(kept_b[1], want_b) || !same_bits(kept_a[1], want_a)) mismatch += " kept b/a (not the b/a rows)";
 
-  // Reference: the conv over [history; m rows], the recurrence, the norm.
-  std::vector<float> x(static_cast<size_t>(C * T)), want_c(x.size());
-  for (int t = 0; t < T; ++t) std::copy_n(mz.data() + t * mz_stride, C, x.data() + t * C);
-  std::vector<float> ref_hist = hist0;
-  reference::causal_conv_silu(w.data(), C, K, 1, ref_hist, x.data(), T, want_c.data());
-  std::vector<float> want_state = state0, want_out;
-  reference_recurrent(d, want_c, ba.data(), ba.data() + nv, ba_stride, ssm_a, dt_bias, T, want_state, want_out, pool);
-  std::vector<float> want_y(want_out.size());
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t h = 0; h < nv; ++h) {
-      const int64_t off = t * value_dim + h * D;
-      reference::rms_norm_gated({want_out.data() + off, static_cast<size_t>(D)},
-                                {mz.data() + C + t * mz_stride + h * D, static_cast<size_t>(D)}, norm_w, d.eps,
-                                {want_y.data() + off, static_cast<size_t>(D)});
-    }
-  const Diff dout = diff(got[1][0].data(), want_out.data(), want_out.size());
-  const Diff dstate = diff(got[1][1].data(), want_state.data(), want_state.size());
-  const Diff dy = diff(got[1][6].data(), want_y.data(), want_y.size());
+  const StepWant want = reference_step(d, in, mz_stride, ba.data(), ba_stride, T, pool);
+  const Diff dout = diff(got[1].v[0].data(), want.out.data(), want.out.size());
+  const Diff dstate = diff(got[1].v[1].data(), want.state.data(), want.state.size());
+  const Diff dy = diff(got[1].v[4].data(), want.y.data(), want.y.size());
   const bool ok = mismatch.empty() && within(dout) && within(dstate) && within(dy);
   r.status = ok ? "OK" : "FAIL";
   r.detail = diff_text("out", dout) + "; " + diff_text("state", dstate) + "; " + diff_text("y", dy) +
              (mismatch.empty() ? "; equal to the separate launches" : "; differs from the separate launches in" + mismatch);
   r.metrics = {{"rel", dout.rel}, {"state_rel", dstate.rel}, {"y_rel", dy.rel}, {"exact", mismatch.empty()}};
-  if (ok && opt.bench) {
-    // Both repeatable: they read history rows 0..K-2 and state_in, and write other buffers.
-    auto fused_ms = median_launch_ms(64, opt.bench_reps, [&](int, cudaStream_t s) { return gdn_conv_recurrent(d, a, s); });
-    if (!fused_ms) return fused_ms.status();
-    auto separate_ms = median_launch_ms(64, opt.bench_reps, [&](int, cudaStream_t s) { return separate(s); });
-    if (!separate_ms) return separate_ms.status();
-    r.metrics["ms"] = *fused_ms;
-    r.metrics["separate_ms"] = *separate_ms;
-    r.detail += fmt::format(" ({:.2f} us; the separate launches {:.2f} us)", 1e3 * *fused_ms, 1e3 * *separate_ms);
-  }
+  if (ok && opt.bench)
+    STRATA_TRY(time_step_pair(
+        opt, r, [&](cudaStream_t s) { return gdn_conv_recurrent(d, a, s); }, "separate_ms", "the separate launches",
+        separate));
   rep.add(std::move(r));
   return Status::ok_status();
 }
@@ -757,14 +826,7 @@ Status run_gate_projection_case(const ParityOptions& opt, Reporter& rep, referen
   if (!rep.wanted(r.line)) return Status::ok_status();
   const uint64_t seed = case_seed(opt.seed, r.line);
 
-  const std::vector<float> w = random_normal(seed, static_cast<size_t>(C * K), 0.5f);
-  const std::vector<float> hist0 = random_normal(seed + 1, static_cast<size_t>(C * (K - 1)));
-  const std::vector<float> mz = random_normal(seed + 2, static_cast<size_t>(mz_stride * T));
-  std::vector<float> ssm_a = random_normal(seed + 3, static_cast<size_t>(nv), 0.5f);
-  for (float& v : ssm_a) v = -std::exp(v);
-  const std::vector<float> dt_bias = random_normal(seed + 4, static_cast<size_t>(nv), 0.5f);
-  const std::vector<float> state0 = random_normal(seed + 5, static_cast<size_t>(nv * D * D), 0.5f);
-  const std::vector<float> norm_w = norm_weight(seed + 6, static_cast<size_t>(D));
+  const StepInputs in = step_inputs(seed, d, T, mz_stride);
   const FloatWeights pw = float_weights(type, seed + 7, static_cast<size_t>(ba_stride * k),
                                         1.0f / std::sqrt(static_cast<float>(k)));
   const std::vector<float> u = random_normal(seed + 8, static_cast<size_t>(u_stride * T));
@@ -779,19 +841,11 @@ Status run_gate_projection_case(const ParityOptions& opt, Reporter& rep, referen
       want_ba[t * ba_stride + row] = static_cast<float>(acc);
     }
 
-  ConvRecurrentBuffers bufs;  // bufs.dm holds the m|z rows; bufs.dba [0]'s b|a, uploaded below
-  DeviceBuffer dnorm, dpw, du, keep_b[2], keep_a[2], y[2], q8[2];
-  STRATA_TRY(bufs.upload_inputs(w, mz, std::vector<float>(want_ba.size(), 0.0f), ssm_a, dt_bias, state0));
-  STRATA_TRY(upload(dnorm, norm_w));
+  StepBuffers bufs;  // bufs.dm holds the m|z rows; bufs.dba [0]'s b|a, uploaded below
+  DeviceBuffer dpw, du;
+  STRATA_TRY(bufs.setup(d, T, in, std::vector<float>(want_ba.size(), 0.0f), q8_stride));
   STRATA_TRY(upload(dpw, pw.bytes));
   STRATA_TRY(upload(du, u));
-  for (int i = 0; i < 2; ++i) {
-    STRATA_TRY(bufs.alloc_copy(i, d, T, hist0, state0.size()));
-    STRATA_TRY(alloc_poisoned(keep_b[i], static_cast<size_t>(nv * T)));
-    STRATA_TRY(alloc_poisoned(keep_a[i], static_cast<size_t>(nv * T)));
-    STRATA_TRY(alloc_poisoned(y[i], static_cast<size_t>(value_dim * T)));
-    STRATA_TRY(alloc_filled(q8[i], static_cast<size_t>(q8_stride * T), 0xA5));
-  }
   const auto args = [&](int i) {
     GdnConvRecurrentArgs a;
     a.m = bufs.dm.get<float>();
@@ -799,8 +853,8 @@ Status run_gate_projection_case(const ParityOptions& opt, Reporter& rep, referen
     a.conv_w = bufs.dw.get<float>();
     a.hist = bufs.hist[i].get<float>();
     a.c = bufs.c[i].get<float>();
-    a.b_keep = keep_b[i].get<float>();
-    a.a_keep = keep_a[i].get<float>();
+    a.b_keep = bufs.keep_b[i].get<float>();
+    a.a_keep = bufs.keep_a[i].get<float>();
     a.ssm_a = bufs.dA.get<float>();
     a.dt_bias = bufs.ddt.get<float>();
     a.state_in = bufs.dstate_in.get<float>();
@@ -809,9 +863,9 @@ Status run_gate_projection_case(const ParityOptions& opt, Reporter& rep, referen
     if (norm) {
       a.norm.z = bufs.dm.get<float>() + C;
       a.norm.z_stride = mz_stride;
-      a.norm.w = dnorm.get<float>();
-      a.norm.y = y[i].get<float>();
-      a.norm.y_q8 = q8[i].get();
+      a.norm.w = bufs.norm.get<float>();
+      a.norm.y = bufs.y[i].get<float>();
+      a.norm.y_q8 = bufs.q8[i].get();
       a.norm.q8_stride = q8_stride;
     }
     a.T = T;
@@ -825,8 +879,8 @@ Status run_gate_projection_case(const ParityOptions& opt, Reporter& rep, referen
   projected.proj.u_stride = u_stride;
   STRATA_TRY(gdn_conv_recurrent(d, projected, nullptr));
   std::vector<float> got_b, got_a;
-  STRATA_TRY(download_synced(got_b, keep_b[1], static_cast<size_t>(nv * T)));
-  STRATA_TRY(download_synced(got_a, keep_a[1], static_cast<size_t>(nv * T)));
+  STRATA_TRY(download_synced(got_b, bufs.keep_b[1], static_cast<size_t>(nv * T)));
+  STRATA_TRY(download_synced(got_a, bufs.keep_a[1], static_cast<size_t>(nv * T)));
   std::vector<float> got_ba(want_ba.size());
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < nv; ++h) {
@@ -840,42 +894,15 @@ Status run_gate_projection_case(const ParityOptions& opt, Reporter& rep, referen
   given.ba_stride = ba_stride;
   STRATA_TRY(gdn_conv_recurrent(d, given, nullptr));
 
-  std::vector<float> got[2][5];  // out, state, c, history, y
-  std::vector<uint8_t> got_q8[2];
-  for (int i = 0; i < 2; ++i) {
-    STRATA_TRY(download_synced(got[i][0], bufs.out[i], static_cast<size_t>(value_dim * T)));
-    STRATA_TRY(download_synced(got[i][1], bufs.state[i], state0.size()));
-    STRATA_TRY(download_synced(got[i][2], bufs.c[i], static_cast<size_t>(C * T)));
-    STRATA_TRY(download_synced(got[i][3], bufs.hist[i], static_cast<size_t>(C * (K - 1 + T))));
-    STRATA_TRY(download_synced(got[i][4], y[i], static_cast<size_t>(value_dim * T)));
-    STRATA_TRY(download_synced(got_q8[i], q8[i], static_cast<size_t>(q8_stride * T)));
-  }
-  std::string mismatch;
-  const char* names[5] = {"out", "state", "c", "history", "y"};
-  for (int j = 0; j < (norm ? 5 : 4); ++j)
-    if (!same_bits(got[0][j], got[1][j])) mismatch += fmt::format(" {}", names[j]);
-  if (norm && !same_bits(got_q8[0], got_q8[1])) mismatch += " y_q8";
+  StepGot got[2];  // without the norm y and y_q8 stay poisoned in both copies
+  for (int i = 0; i < 2; ++i) STRATA_TRY(download_step(d, T, q8_stride, bufs, i, got[i]));
+  const std::string mismatch = step_mismatch(got[0], got[1]);
 
-  // Reference: the conv over [history; m rows], the recurrence on the host's b/a, the norm.
-  std::vector<float> x(static_cast<size_t>(C * T)), want_c(x.size());
-  for (int t = 0; t < T; ++t) std::copy_n(mz.data() + t * mz_stride, C, x.data() + t * C);
-  std::vector<float> ref_hist = hist0;
-  reference::causal_conv_silu(w.data(), C, K, 1, ref_hist, x.data(), T, want_c.data());
-  std::vector<float> want_state = state0, want_out;
-  reference_recurrent(d, want_c, want_ba.data(), want_ba.data() + nv, ba_stride, ssm_a, dt_bias, T, want_state,
-                      want_out, pool);
-  std::vector<float> want_y(want_out.size());
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t h = 0; h < nv; ++h) {
-      const int64_t off = t * value_dim + h * D;
-      reference::rms_norm_gated({want_out.data() + off, static_cast<size_t>(D)},
-                                {mz.data() + C + t * mz_stride + h * D, static_cast<size_t>(D)}, norm_w, d.eps,
-                                {want_y.data() + off, static_cast<size_t>(D)});
-    }
+  const StepWant want = reference_step(d, in, mz_stride, want_ba.data(), ba_stride, T, pool);
   const Diff dba = diff(got_ba.data(), want_ba.data(), want_ba.size());
-  const Diff dout = diff(got[1][0].data(), want_out.data(), want_out.size());
-  const Diff dstate = diff(got[1][1].data(), want_state.data(), want_state.size());
-  const Diff dy = norm ? diff(got[1][4].data(), want_y.data(), want_y.size()) : Diff{};
+  const Diff dout = diff(got[1].v[0].data(), want.out.data(), want.out.size());
+  const Diff dstate = diff(got[1].v[1].data(), want.state.data(), want.state.size());
+  const Diff dy = norm ? diff(got[1].v[4].data(), want.y.data(), want.y.size()) : Diff{};
   const bool ok = mismatch.empty() && within(dba) && within(dout) && within(dstate) && within(dy);
   r.status = ok ? "OK" : "FAIL";
   r.detail = diff_text("b|a", dba) + "; " + diff_text("out", dout) + "; " + diff_text("state", dstate) +
@@ -883,15 +910,10 @@ Status run_gate_projection_case(const ParityOptions& opt, Reporter& rep, referen
              (mismatch.empty() ? "; equal to the launch given these b/a" : "; differs from the launch given these b/a in" + mismatch);
   r.metrics = {{"ba_rel", dba.rel}, {"rel", dout.rel}, {"state_rel", dstate.rel}, {"y_rel", dy.rel},
                {"exact", mismatch.empty()}};
-  if (ok && opt.bench) {
-    auto ms = median_launch_ms(64, opt.bench_reps, [&](int, cudaStream_t s) { return gdn_conv_recurrent(d, projected, s); });
-    if (!ms) return ms.status();
-    auto given_ms = median_launch_ms(64, opt.bench_reps, [&](int, cudaStream_t s) { return gdn_conv_recurrent(d, given, s); });
-    if (!given_ms) return given_ms.status();
-    r.metrics["ms"] = *ms;
-    r.metrics["given_ms"] = *given_ms;
-    r.detail += fmt::format(" ({:.2f} us; given b/a {:.2f} us)", 1e3 * *ms, 1e3 * *given_ms);
-  }
+  if (ok && opt.bench)
+    STRATA_TRY(time_step_pair(
+        opt, r, [&](cudaStream_t s) { return gdn_conv_recurrent(d, projected, s); }, "given_ms", "given b/a",
+        [&](cudaStream_t s) { return gdn_conv_recurrent(d, given, s); }));
   rep.add(std::move(r));
   return Status::ok_status();
 }
