@@ -791,7 +791,7 @@ std::string gdn_gate_projection_refusal(const GdnDims& d, const GdnGateProjectio
     return "proj.type must be F32, F16 or BF16";
   if (proj.w == nullptr || proj.u == nullptr) return "proj.w and proj.u must be set";
   if (proj.k <= 0 || proj.k % 8 != 0 || proj.k > (1 << 24))
-    return "proj.k must be a positive multiple of 8 (got " + std::to_string(proj.k) + ")";
+    return "proj.k must be a positive multiple of 8, at most 2^24 (got " + std::to_string(proj.k) + ")";
   if (!aligned16(proj.w) || !aligned16(proj.u)) return "proj.w and proj.u must be 16-byte aligned";
   if (proj.u_stride < proj.k || proj.u_stride % 4 != 0)
     return "proj.u_stride must be a multiple of 4 and >= proj.k (got " + std::to_string(proj.u_stride) + ")";
