@@ -12,8 +12,11 @@ kernels summed by name, the largest first.
 import collections
 import csv
 import io
-import re
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kernel_trace  # noqa: E402
 
 TIME = "gpu__time_duration.sum"
 DRAM_BYTES = "dram__bytes_read.sum"
@@ -30,28 +33,8 @@ METRICS = [TIME, DRAM_BYTES] + [m for _, m, _ in COLUMNS]
 
 def short_name(name):
     """`void ns::<unnamed>::f<A, B>(args)` (ncu's form; `unnamed>::` where it cuts the name) or
-    `void ns::(anonymous namespace)::f<(T)A, B>(args)` -> `f<A, B>`."""
-    name = name[5:] if name.startswith("void ") else name
-    for anon in ("(anonymous namespace)", "<unnamed>", "unnamed>"):  # no brackets left to count
-        name = name.replace(anon, "anon")
-    depth, cut = 0, len(name)
-    for i, ch in enumerate(name):  # the parameter list: the first `(` outside template arguments
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif ch == "(" and depth == 0 and i > 0:
-            cut = i
-            break
-    head, depth, start = name[:cut], 0, 0
-    for i, ch in enumerate(head):  # the last `::` outside template arguments
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif ch == ":" and depth == 0 and head[i + 1:i + 2] == ":":
-            start = i + 2
-    return re.sub(r"\([A-Za-z_:]+\)", "", head[start:])
+    `void ns::(anonymous namespace)::f<(T)A, B>(args)` -> `f<A, B>` (kernel_trace's rule)."""
+    return kernel_trace.short_name(name.replace("<unnamed>", "anon").replace("unnamed>", "anon"))
 
 
 def read(text):
