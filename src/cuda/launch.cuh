@@ -3,7 +3,9 @@
 // prefetch of its weights overlap the previous kernel's tail instead of following it.
 //
 // The contract every kernel launched with launch_kernel() keeps:
-//   1. pdl_launch_dependents() early (the next kernel may then be scheduled);
+//   1. pdl_launch_dependents() early (the next kernel may then be scheduled), or last where the
+//      next kernel has nothing to do before its wait and its early CTAs would only hold SMs that
+//      another stream's kernels need (route_group_kernel);
 //   2. only reads of data no kernel of the window writes (weights) before pdl_wait(), or of data
 //      whose writer is known to have completed before the launch began (the grouping that the
 //      routed experts' down call reads, moe_grouped.cuh: GroupedArgs::trigger_after_wait);

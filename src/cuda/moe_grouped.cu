@@ -202,7 +202,6 @@ __global__ void __launch_bounds__(kRouteThreads) route_group_kernel(const float*
   __shared__ float sel_w[kMaxExpertEntries];   // ... and its weight
   __shared__ int sorted[kMaxExpertEntries];    // group_entries_block's scratch
   __shared__ int warp_starts[kMaxExpertEntries / 32];
-  pdl_launch_dependents();
   pdl_wait();
 
   const int t = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -223,6 +222,11 @@ __global__ void __launch_bounds__(kRouteThreads) route_group_kernel(const float*
   }
   __syncthreads();
   group_entries_block(sel_id, sel_w, T * k, k, sorted, warp_starts, o);
+  // The trigger comes last: the next launch, the routed gate/up, has nothing to do before its
+  // wait, and its CTAs (1280 at T = 1), resident early, would hold every SM while the shared
+  // expert on the side stream waits for slots, its down then late for the join. Triggered at
+  // the start, T = 1 took 3.0% longer (H100, bench/results/2026-12-06-h100-route-trigger).
+  pdl_launch_dependents();
 }
 
 // ---- float weights (F32 / F16 / BF16; f32 activations) ---------------------------------------------
