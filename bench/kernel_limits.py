@@ -38,12 +38,12 @@ def short_name(name):
 
 
 def read(text):
-    """ncu --csv output -> [(short name, {metric: value})] in launch order."""
+    """ncu --csv output -> [(short name, {metric: value, "id": ncu's launch id})] in launch order."""
     if '"ID"' not in text:
         raise ValueError("no ncu records")
     rows = {}
     for r in csv.DictReader(io.StringIO(text[text.index('"ID"'):])):
-        k = rows.setdefault(int(r["ID"]), {"name": r["Kernel Name"]})
+        k = rows.setdefault(int(r["ID"]), {"name": r["Kernel Name"], "id": int(r["ID"])})
         try:
             k[r["Metric Name"]] = float(r["Metric Value"].replace(",", ""))
         except ValueError:
