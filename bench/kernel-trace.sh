@@ -8,8 +8,10 @@
 # CUPTI is looked for in $STRATA_CUPTI_DIR (a folder with include/cupti.h and lib/ or lib64/
 # holding libcupti.so*), then in the CUDA toolkit, then in the python package nvidia-cuda-cupti.
 #
-# Usage (device, after a build): bash bench/kernel-trace.sh build-device/bin/strata [recipe]
-#   [windows, e.g. 1,4] [suffix]
+# Usage (device, after a build): [STRATA_TRACE_GEN=48] bash bench/kernel-trace.sh build-device/bin/strata
+#   [recipe] [windows, e.g. 1,4] [suffix]
+# A graph is summarised once it ran 32 times: a window of T rows needs STRATA_TRACE_GEN >= 32 T
+# tokens (the default 48 covers T = 1 only).
 set -euo pipefail
 strata=$1
 recipe=${2:-iq3_xxs}
@@ -44,7 +46,7 @@ g++ -std=c++17 -O2 -shared -fPIC -I"$inc" -I/usr/local/cuda/include "$here/../to
 
 trace=/tmp/kernel-trace$sfx.tsv
 STRATA_KERNEL_TRACE=$trace CUDA_INJECTION64_PATH=$tracer "$strata" bench --device cuda --synth "$recipe" --layers 48 \
-  --ctx 4096 --gen 48 --forced --window-sweep "$windows" --synth-dir /tmp/strata-shape \
+  --ctx 4096 --gen "${STRATA_TRACE_GEN:-48}" --forced --window-sweep "$windows" --synth-dir /tmp/strata-shape \
   --json "$OUT/kernel-trace$sfx-bench.json" >"$OUT/kernel-trace$sfx-bench.log" 2>&1
 python3 "$here/kernel_trace.py" "$trace" --json "$OUT/kernel-trace$sfx.json" >"$OUT/kernel-trace$sfx.txt"
 head -n 40 "$OUT/kernel-trace$sfx.txt"

@@ -219,11 +219,12 @@ Status Decoder::Impl::stage_ngram_rows(const std::vector<uint64_t>& rows, cudaSt
 
 // The window's graph of `part` for T rows (captured on first use), launched on the stream.
 Status Decoder::Impl::launch_window_graph(int T, WindowPart part) {
-  auto& g = window_graphs[{T, part}];
+  const auto key = std::make_tuple(T, part, state_side);
+  auto& g = window_graphs[key];
   if (!g) {
     auto captured = Graph::capture(stream, [&] { return run_window(T, nullptr, part); });
     if (!captured) {
-      window_graphs.erase({T, part});
+      window_graphs.erase(key);
       return captured.status();
     }
     g = std::move(*captured);
@@ -287,11 +288,12 @@ Status Decoder::commit(int n) {
     return Status::error("cuda decoder: commit: " + std::to_string(n) + " rows, expected 1 .. " + std::to_string(T));
   DECODER_CUDA_TRY(cudaSetDevice(m.options.device));
   if (m.options.graphs) {
-    auto& g = m.commit_graphs[{T, n}];
+    const auto key = std::make_tuple(T, n, m.state_side);
+    auto& g = m.commit_graphs[key];
     if (!g) {
       auto captured = Graph::capture(m.stream, [&] { return m.run_commit(T, n); });
       if (!captured) {
-        m.commit_graphs.erase({T, n});
+        m.commit_graphs.erase(key);
         return captured.status();
       }
       g = std::move(*captured);
@@ -301,6 +303,7 @@ Status Decoder::commit(int n) {
     STRATA_TRY(m.run_commit(T, n));
   }
   m.pos += n;
+  if (T > 1 && n == T) m.state_side ^= 1;  // the window's state is the committed one
   if (m.config.has_ple)
     reference::ple_contexts(m.config.ple, m.ple_context, std::span<const int32_t>(m.pending_tokens).first(n));
   m.pending_rows = 0;
@@ -329,9 +332,10 @@ DecoderStats Decoder::stats() const {
   DecoderStats st;
   st.weight_bytes = m.weight_arena.bytes();
   st.state_bytes = m.state_memory.bytes() + m.scratch_memory.bytes();
-  st.graph_nodes = 0;  // of the T = 1 window, over its parts
+  int64_t nodes[2] = {0, 0};  // of the T = 1 window, over its parts, on each side of the GDN states
   for (const auto& [key, g] : m.window_graphs)
-    if (key.first == 1 && g) st.graph_nodes += g->nodes();
+    if (std::get<0>(key) == 1 && g) nodes[std::get<2>(key)] += g->nodes();
+  st.graph_nodes = std::max(nodes[0], nodes[1]);
   st.upload_ms = m.upload_ms;
   return st;
 }

@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -171,12 +172,14 @@ struct DevWeights {
   std::unique_ptr<DevMtp> mtp;   // set when DecoderOptions::mtp and the model has an MTP block
 };
 
-// Per GDN layer: conv history, recurrent state, the T > 1 window's state_out (shadow) and the
-// window's conv outputs and b/a rows, kept for a commit of fewer rows than the window had.
+// Per GDN layer: conv history, two recurrent states and the window's conv outputs and b/a rows,
+// kept for a commit of fewer rows than the window had. ssm[side] (Impl::state_side) is the
+// committed state; a T > 1 window writes its last state to the other, which a commit of all T
+// rows then makes the committed one (no copy), while a commit of fewer rows replays them into
+// ssm[side] in place.
 struct GdnLayerState {
-  float* hist = nullptr;    // [(K - 1 + max_window), conv_dim]
-  float* ssm = nullptr;     // [n_v_heads, d, d]
-  float* shadow = nullptr;  // [n_v_heads, d, d]
+  float* hist = nullptr;     // [(K - 1 + max_window), conv_dim]
+  float* ssm[2] = {};        // [n_v_heads, d, d] each
   float* c = nullptr;       // [max_window, conv_dim]
   float* b = nullptr;       // [max_window, n_v_heads]
   float* a = nullptr;       // [max_window, n_v_heads]
@@ -243,6 +246,7 @@ struct Scratch {
   float* su = nullptr;
   ActBuffer h;                     // [T, n_ff_shexp]
   int32_t* shared_grouping = nullptr;  // [T][4]: window size t + 1's shared_grouping_words (moe.h), set at allocation
+  float** gdn_hists = nullptr;  // [n_gdn]: each GDN slot's conv history (gdn_conv_commit), set at allocation
   float* s = nullptr;              // [T, H] shared expert output before its gate
   float* gate_logit = nullptr;     // [T]
   float* shared = nullptr;         // [T, H] the gated shared output, stage dumps only
@@ -377,8 +381,10 @@ struct Decoder::Impl {
   std::vector<int32_t> pending_tokens;
   std::vector<int32_t> ple_context;  // the last ngram_size - 1 committed ids (host PleState)
 
-  std::map<std::pair<int, WindowPart>, std::unique_ptr<Graph>> window_graphs;  // by (T, part)
-  std::map<std::pair<int, int>, std::unique_ptr<Graph>> commit_graphs;   // by (T, n)
+  // The graphs read the GDN states of one side: by (T, part, state_side) and (T, n, state_side).
+  std::map<std::tuple<int, WindowPart, int>, std::unique_ptr<Graph>> window_graphs;
+  std::map<std::tuple<int, int, int>, std::unique_ptr<Graph>> commit_graphs;
+  int state_side = 0;  // which of each GDN layer's two states is the committed one (GdnLayerState)
   int64_t launches = 0;              // op calls issued (profile's launch counts)
   int64_t upload_ms = 0;
 

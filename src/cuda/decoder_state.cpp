@@ -1,4 +1,4 @@
-// The decoder's state (GDN conv history and recurrent state with the verify-window shadows,
+// The decoder's state (GDN conv history and its two recurrent states for verify windows,
 // attention K/V and index caches, the PLE conv history) and the scratch of one window, each
 // carved from one device allocation sized for max_window rows and max_ctx tokens.
 #include <algorithm>
@@ -106,8 +106,8 @@ void carve_state(Decoder::Impl& m, Carver& cv) {
     if (b.plan.mixer == model::Mixer::Gdn) {
       GdnLayerState& g = m.gdn[b.plan.slot];
       g.hist = cv.take<float>((c.ssm_conv_kernel - 1 + tmax) * conv_dim);
-      g.ssm = cv.take<float>(ssm);
-      g.shadow = cv.take<float>(ssm);
+      g.ssm[0] = cv.take<float>(ssm);
+      g.ssm[1] = cv.take<float>(ssm);
       g.c = cv.take<float>(tmax * conv_dim);
       g.b = cv.take<float>(tmax * static_cast<int64_t>(c.ssm_n_v_heads));
       g.a = cv.take<float>(tmax * static_cast<int64_t>(c.ssm_n_v_heads));
@@ -132,6 +132,7 @@ void carve_scratch(Decoder::Impl& m, Carver& cv) {
   const int64_t H = c.n_embd, W = c.n_wide(), S = c.hc_count;
   Scratch& s = m.s;
   s.in = cv.take<WindowInputs>(1);
+  s.gdn_hists = cv.take<float*>(static_cast<int64_t>(m.gdn.size()));
   s.embed = cv.take<float>(T * H);
   s.x = cv.take<float>(T * W);
   s.xn.carve(cv, W, T);
@@ -257,6 +258,11 @@ Status Decoder::Impl::allocate_state_and_scratch() {
     }
     DECODER_CUDA_TRY(cudaMemcpy(s.shared_grouping, words.data(), words.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
   }
+  if (!gdn.empty()) {  // gdn_conv_commit's table of the slots' histories
+    std::vector<float*> hists;
+    for (const GdnLayerState& g : gdn) hists.push_back(g.hist);
+    DECODER_CUDA_TRY(cudaMemcpy(s.gdn_hists, hists.data(), hists.size() * sizeof(float*), cudaMemcpyHostToDevice));
+  }
 
   STRATA_TRY(pinned_inputs.alloc(sizeof(WindowInputs), "the window inputs"));
   STRATA_TRY(pinned_argmax.alloc(options.max_window * static_cast<int64_t>(sizeof(int32_t)), "the argmax rows"));
@@ -277,6 +283,7 @@ Status Decoder::Impl::zero_state() {
   if (mtp) STRATA_TRY(zero_mtp());
   DECODER_CUDA_TRY(cudaStreamSynchronize(stream));
   pos = 0;
+  state_side = 0;
   pending_rows = 0;
   pending_tokens.clear();
   if (config.has_ple) ple_context.assign(config.ple.ngram_size - 1, static_cast<int32_t>(config.ple.eos_token_id));

@@ -218,7 +218,7 @@ class WindowRun {
   }
 
   // Gated DeltaNet (spec §6). The conv outputs and b/a rows go to the layer's own buffers, so a
-  // commit of fewer rows can replay the recurrence; T > 1 writes the state to the shadow. With the
+  // commit of fewer rows can replay the recurrence; T > 1 writes the other state (GdnLayerState). With the
   // concatenated weights one mat-vec writes m | z and one b | a per row: the consumers read them
   // as strided slices, and gdn_conv_recurrent copies b/a into the layer's contiguous g.b/g.a for the
   // replay. The gated norm runs inside gdn_conv_recurrent's launch when it can take it
@@ -252,8 +252,8 @@ class WindowRun {
     r.c = g.c;
     r.ssm_a = b.ssm_a;
     r.dt_bias = b.dt_bias;
-    r.state_in = g.ssm;
-    r.state_out = T_ == 1 ? g.ssm : g.shadow;
+    r.state_in = g.ssm[m_.state_side];
+    r.state_out = g.ssm[T_ == 1 ? m_.state_side : 1 - m_.state_side];
     r.out = s_.o;
     r.T = T_;
     GdnGateProjection proj;  // b and a projected inside the recurrent launch: one launch fewer a layer
@@ -490,23 +490,20 @@ size_t Decoder::Impl::first_ple_block() const {
   return w.blocks.size();
 }
 
-// Keeps the first n rows of a window of T: conv histories end at row n; the recurrent state
-// becomes the shadow (n == T) or the replay of rows 0..n-1 from the untouched state (n < T).
-// T == 1 ran in place. Attention caches need nothing: the rows past n are rewritten by the
-// next window before any query can see them (attn_prep appends before attn_decode reads, and a
-// block key is recomputed by the window that completes the block).
+// Keeps the first n rows of a window of T: conv histories end at row n (every GDN layer's in one
+// launch); the recurrent state is the window's (n == T: commit() then flips state_side, no copy)
+// or the replay of rows 0..n-1 from the untouched state (n < T). T == 1 ran in place. Attention
+// caches need nothing: the rows past n are rewritten by the next window before any query can see
+// them (attn_prep appends before attn_decode reads, and a block key is recomputed by the window
+// that completes the block).
 Status Decoder::Impl::run_commit(int T, int n) {
-  for (const DevBlock& b : w.blocks) {
-    if (b.plan.mixer != model::Mixer::Gdn) continue;
-    GdnLayerState& g = gdn[b.plan.slot];
-    STRATA_TRY(gdn_conv_commit(gdn_dims, g.hist, n, stream));
-    if (T == 1) continue;
-    if (n == T) {
-      const size_t bytes = sizeof(float) * static_cast<size_t>(gdn_dims.n_v_heads) * gdn_dims.head_dim * gdn_dims.head_dim;
-      DECODER_CUDA_TRY(cudaMemcpyAsync(g.ssm, g.shadow, bytes, cudaMemcpyDeviceToDevice, stream));
-      pdl_full_dependency_next(stream);
-    } else {
-      STRATA_TRY(gdn_recurrent(gdn_dims, g.c, g.b, g.a, gdn_dims.n_v_heads, b.ssm_a, b.dt_bias, g.ssm, g.ssm, n, s.o,
+  if (!gdn.empty()) STRATA_TRY(gdn_conv_commit(gdn_dims, s.gdn_hists, static_cast<int>(gdn.size()), n, stream));
+  if (T > 1 && n < T) {
+    for (const DevBlock& b : w.blocks) {
+      if (b.plan.mixer != model::Mixer::Gdn) continue;
+      GdnLayerState& g = gdn[b.plan.slot];
+      float* state = g.ssm[state_side];
+      STRATA_TRY(gdn_recurrent(gdn_dims, g.c, g.b, g.a, gdn_dims.n_v_heads, b.ssm_a, b.dt_bias, state, state, n, s.o,
                                stream));
     }
   }

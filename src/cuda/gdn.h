@@ -43,8 +43,10 @@ struct GdnDims {
 Status gdn_conv(const GdnDims& d, const float* m, int64_t m_stride, const float* conv_w, float* hist, int T,
                 float* c, Stream stream);
 
-// hist rows n .. n + K - 2 move to rows 0 .. K - 2 (after n accepted rows, 0 <= n <= T).
-Status gdn_conv_commit(const GdnDims& d, float* hist, int n, Stream stream);
+// After n accepted rows (0 <= n <= T), rows n .. n + K - 2 of each layer's history move to rows
+// 0 .. K - 2, every layer in one launch. hists: a device array of n_layers history pointers
+// (each gdn_conv's hist) that no kernel writes.
+Status gdn_conv_commit(const GdnDims& d, float* const* hists, int n_layers, int n, Stream stream);
 
 // c: [T, conv_dim] from gdn_conv (q | k | v, head-major); b, a: [T, n_v_heads] rows b + t * ba_stride;
 // ssm_a: A = -exp(A_log) [n_v_heads]; dt_bias [n_v_heads]; out: [T, n_v_heads * head_dim].

@@ -153,9 +153,13 @@ const void* float_kernel(Type type) {
 //      row are all in flight together (HC up, K = 320 = 40 BF16 vectors: L = 8, 32 rows per CTA,
 //      320 CTAs; HC down / inject, K = 10240 = 1280 vectors: L = 256, one row per CTA, 5 loads
 //      per lane);
-//   2. then, while the grid is below two CTAs per SM and a lane still has a vector, double L:
-//      latency-bound shapes spread over more SMs with fewer loads each (512 x 2560: L = 256, 512
-//      CTAs; 48 x 2560: 48 CTAs; 4 x 10240: 4 CTAs, one round trip of 5 loads per lane).
+//   2. then, while the grid is below 1.5 CTAs per SM and a lane still has a vector, double L:
+//      latency-bound shapes spread over more SMs with fewer loads each (the router's 513 x 2560:
+//      L = 128, 257 CTAs of 2 rows; 48 x 2560: 48 CTAs; 4 x 10240: 4 CTAs, one round trip of 5
+//      loads per lane). Every CTA reads the window's activations once per row it holds, so one
+//      row per CTA (the bound at 2 CTAs per SM: the router as 513 CTAs) doubles that traffic:
+//      the T = 4 window took 8.028 ms against 7.898 at 1.5 (H100, bench/ab-run.sh); T = 1 the
+//      same (4.659 / 4.658 ms).
 // Bytes in flight: HC up 320 CTAs x 256 lanes x 5 x 16 B = 6.5 MB, the whole matrix requested in
 // one wave (2.4 CTAs of 256 threads per SM); HC down 320 CTAs x 256 x 5 x 16 B likewise. Both are
 // then bound by HBM (~1.5 us at 4.5 TB/s) plus one latency and the launch, about 2.5-3 us, not by
@@ -170,7 +174,7 @@ Result<MmvqPlan> plan_float(Type type, const Shape& p, const DeviceCaps& caps) {
   int team_log2 = 0;
   while (team_log2 < kMaxTeamLog2 && (int64_t{1} << team_log2) * kUnroll < nvec) ++team_log2;
   const auto ctas = [&](int lg) { return (static_cast<int64_t>(p.rows) + (kThreads >> lg) - 1) / (kThreads >> lg); };
-  while (team_log2 < kMaxTeamLog2 && ctas(team_log2) < 2 * static_cast<int64_t>(caps.sm_count) && (int64_t{2} << team_log2) <= nvec)
+  while (team_log2 < kMaxTeamLog2 && ctas(team_log2) < 3 * static_cast<int64_t>(caps.sm_count) / 2 && (int64_t{2} << team_log2) <= nvec)
     ++team_log2;
   MmvqPlan plan;
   plan.kernel = "mmvf_decode_kernel";

@@ -1,7 +1,9 @@
 // Parity cases of the Gated DeltaNet decode kernels (src/cuda/gdn.h) against the reference:
-//   gdn_conv(..)        a sequence of windows, each gdn_conv then gdn_conv_commit(n) with n <= T,
-//                       against reference::causal_conv_silu on the host's copy of the history; the
-//                       committed history must equal the host's bit for bit (it is a copy)
+//   gdn_conv(..)        a sequence of windows, each gdn_conv then gdn_conv_commit(n) of its one
+//                       layer with n <= T, against reference::causal_conv_silu on the host's copy
+//                       of the history; the committed history must equal the host's bit for bit
+//   gdn_conv_commit(layers=..)  several layers' histories in one launch, each moved bit for bit
+//                       and its rows past K - 2 untouched
 //   gdn_recurrent(..)   against reference::l2_norm / sigmoid / softplus and reference::gdn_recurrent
 //                       from a random non-zero state, in place and out of place (out and state)
 //   gdn_gated_norm(..)  against reference::rms_norm_gated per (row, head)
@@ -138,6 +140,8 @@ Status run_conv_case(const ParityOptions& opt, Reporter& rep, const Geometry& g,
   STRATA_TRY(upload_into(dhist, hist));
   STRATA_TRY(alloc_poisoned(dm, static_cast<size_t>(m_stride * kMaxWindowRows)));
   STRATA_TRY(alloc_poisoned(dc, static_cast<size_t>(C * kMaxWindowRows)));
+  DeviceBuffer dhists;  // the commit's table of one layer
+  STRATA_TRY(upload(dhists, std::vector<float*>{dhist.get<float>()}));
 
   Diff worst_c;  // over all windows
   bool hist_exact = true;
@@ -148,7 +152,7 @@ Status run_conv_case(const ParityOptions& opt, Reporter& rep, const Geometry& g,
     STRATA_TRY(upload_into(dm, m));
     PARITY_CUDA(cudaMemset(dc.get(), 0xFF, dc.bytes()));
     STRATA_TRY(gdn_conv(d, dm.get<float>(), m_stride, dw.get<float>(), dhist.get<float>(), win.T, dc.get<float>(), nullptr));
-    STRATA_TRY(gdn_conv_commit(d, dhist.get<float>(), win.n, nullptr));
+    STRATA_TRY(gdn_conv_commit(d, dhists.get<float*>(), 1, win.n, nullptr));
     std::vector<float> got_c, got_hist;
     STRATA_TRY(download_synced(got_c, dc, static_cast<size_t>(C * win.T)));
     STRATA_TRY(download_synced(got_hist, dhist, static_cast<size_t>(C * (K - 1))));
@@ -187,6 +191,42 @@ Status run_conv_case(const ParityOptions& opt, Reporter& rep, const Geometry& g,
     r.metrics["T"] = kMaxWindowRows;
     r.detail += fmt::format(" ({:.2f} us at T={})", 1e3 * *ms, kMaxWindowRows);
   }
+  rep.add(std::move(r));
+  return Status::ok_status();
+}
+
+// gdn_conv_commit over `layers` layers in one launch, each with its own random history of
+// K - 1 + T_max rows: after it, layer l's rows 0 .. K - 2 are its rows n .. n + K - 2 and its rows
+// past K - 2 are untouched, bit for bit.
+Status run_commit_case(const ParityOptions& opt, Reporter& rep, const Geometry& g, int layers, int n) {
+  const GdnDims d = dims_of(g);
+  const int K = d.conv_kernel;
+  const size_t C = static_cast<size_t>(d.conv_dim()), rows = static_cast<size_t>(K - 1 + kMaxWindowRows);
+  const std::string line = fmt::format("gdn_conv_commit(layers={}, conv_dim={}, K={}, n={})", layers, C, K, n);
+  CaseResult r = make_case("gdn_conv_commit", line, {{"layers", layers}, {"conv_dim", C}, {"K", K}, {"n", n}});
+  if (!rep.wanted(r.line)) return Status::ok_status();
+  const uint64_t seed = case_seed(opt.seed, r.line);
+  std::vector<std::vector<float>> hist;
+  std::vector<DeviceBuffer> dhist(layers);
+  std::vector<float*> table;
+  for (int l = 0; l < layers; ++l) {
+    hist.push_back(random_normal(seed + l, rows * C));
+    STRATA_TRY(upload(dhist[l], hist[l]));
+    table.push_back(dhist[l].get<float>());
+  }
+  DeviceBuffer dtable;
+  STRATA_TRY(upload(dtable, table));
+  STRATA_TRY(gdn_conv_commit(d, dtable.get<float*>(), layers, n, nullptr));
+  std::string bad;
+  for (int l = 0; l < layers && bad.empty(); ++l) {
+    std::vector<float> want = hist[l], got;
+    std::copy_n(hist[l].begin() + static_cast<int64_t>(n * C), (K - 1) * C, want.begin());
+    STRATA_TRY(download_synced(got, dhist[l], rows * C));
+    if (std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) != 0) bad = fmt::format("layer {}: history differs", l);
+  }
+  r.status = bad.empty() ? "OK" : "FAIL";
+  r.detail = bad.empty() ? "every layer's history exact" : bad;
+  r.metrics = {{"exact", bad.empty()}};
   rep.add(std::move(r));
   return Status::ok_status();
 }
@@ -1053,6 +1093,11 @@ Status run_gdn_cases(const ParityOptions& opt, Reporter& rep) {
   STRATA_TRY(run_conv_case(opt, rep, released, dims_of(released).conv_dim() + 64));
   STRATA_TRY(run_conv_case(opt, rep, small, dims_of(small).conv_dim()));
   STRATA_TRY(run_conv_case(opt, rep, odd, dims_of(odd).conv_dim() + 3));
+  STRATA_TRY(run_commit_case(opt, rep, released, 36, 1));
+  STRATA_TRY(run_commit_case(opt, rep, released, 3, 4));
+  STRATA_TRY(run_commit_case(opt, rep, small, 5, 8));
+  STRATA_TRY(run_commit_case(opt, rep, odd, 2, 3));
+  STRATA_TRY(run_commit_case(opt, rep, odd, 2, 0));
 
   reference::ThreadPool pool;
   for (const Geometry& g : {released, small, mid})
