@@ -10,8 +10,8 @@
 #
 # Usage (device, after a build): [STRATA_TRACE_GEN=48] bash bench/kernel-trace.sh build-device/bin/strata
 #   [recipe] [windows, e.g. 1,4] [suffix]
-# A graph is summarised once it ran 32 times: a window of T rows needs STRATA_TRACE_GEN >= 32 T
-# tokens (the default 48 covers T = 1 only).
+# STRATA_TRACE_GEN: the tokens the traced bench generates. kernel_trace.py skips a graph launched
+# fewer than 8 times: the default covers T = 1; 160 gave the T = 4 graphs 21 launches.
 set -euo pipefail
 strata=$1
 recipe=${2:-iq3_xxs}

@@ -159,7 +159,8 @@ const void* float_kernel(Type type) {
 //      loads per lane). Every CTA reads the window's activations once per row it holds, so one
 //      row per CTA (the bound at 2 CTAs per SM: the router as 513 CTAs) doubles that traffic:
 //      the T = 4 window took 8.028 ms against 7.898 at 1.5 (H100, bench/ab-run.sh); T = 1 the
-//      same (4.659 / 4.658 ms).
+//      same (4.659 / 4.658 ms). At 0.75 (the router as 129 CTAs of 4 rows) it took 7.919
+//      against 7.764 (bench/results/2026-12-06-h100-gdn-commit).
 // Bytes in flight: HC up 320 CTAs x 256 lanes x 5 x 16 B = 6.5 MB, the whole matrix requested in
 // one wave (2.4 CTAs of 256 threads per SM); HC down 320 CTAs x 256 x 5 x 16 B likewise. Both are
 // then bound by HBM (~1.5 us at 4.5 TB/s) plus one latency and the launch, about 2.5-3 us, not by
