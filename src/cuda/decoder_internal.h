@@ -178,8 +178,8 @@ struct DevWeights {
 // rows then makes the committed one (no copy), while a commit of fewer rows replays them into
 // ssm[side] in place.
 struct GdnLayerState {
-  float* hist = nullptr;     // [(K - 1 + max_window), conv_dim]
-  float* ssm[2] = {};        // [n_v_heads, d, d] each
+  float* hist = nullptr;    // [(K - 1 + max_window), conv_dim]
+  float* ssm[2] = {};       // [n_v_heads, d, d] each
   float* c = nullptr;       // [max_window, conv_dim]
   float* b = nullptr;       // [max_window, n_v_heads]
   float* a = nullptr;       // [max_window, n_v_heads]

@@ -218,10 +218,10 @@ class WindowRun {
   }
 
   // Gated DeltaNet (spec §6). The conv outputs and b/a rows go to the layer's own buffers, so a
-  // commit of fewer rows can replay the recurrence; T > 1 writes the other state (GdnLayerState). With the
-  // concatenated weights one mat-vec writes m | z and one b | a per row: the consumers read them
-  // as strided slices, and gdn_conv_recurrent copies b/a into the layer's contiguous g.b/g.a for the
-  // replay. The gated norm runs inside gdn_conv_recurrent's launch when it can take it
+  // commit of fewer rows can replay the recurrence; T > 1 writes the layer's other state
+  // (GdnLayerState). With the concatenated weights one mat-vec writes m | z and one b | a per
+  // row: the consumers read them as strided slices, and gdn_conv_recurrent copies b/a into the
+  // layer's contiguous g.b/g.a for the replay. The gated norm runs inside gdn_conv_recurrent's launch when it can take it
   // (gdn_fused_norm_supported), with the bits of the separate gdn_gated_norm launch; either way o
   // stays in s_.o and the normed rows (and their q8_1 form, for ssm_out) go to s_.yn. The
   // concatenated beta|alpha matrix (float types) is projected inside that launch too (one launch
