@@ -37,6 +37,7 @@ if [ "$window" -eq 1 ]; then
     "hc_pre hc_pre_kernelILNS_5quant4TypeE30ELi1E 64 2"
     "hc_post hc_post_kernelILNS_5quant4TypeE30ELi1E 64 2"
     "gate_up grouped_direct_kernelILNS_5quant4TypeE18ELi1ELi5E 64 4"
+    "down grouped_direct_kernelILNS_5quant4TypeE42ELi1ELi5E 64 last"
     "qkvz mmvq_direct_kernelILNS_5quant4TypeE13ELi1E 64 3"
     "attn_split attn_split_kernelILi2E 4096 last"
     "qsa_topk qsa_topk_kernel 4096 last"
@@ -44,11 +45,13 @@ if [ "$window" -eq 1 ]; then
 else
   # The routed experts' register-direct form up to 4 rows (CTAs of 8 warps), tensor cores past it.
   experts="grouped_direct_kernelILNS_5quant4TypeE18ELi${window}ELi8E"
-  [ "$window" -gt 4 ] && experts="grouped_mmvq_kernelILNS_5quant4TypeE18E"
+  down="grouped_direct_kernelILNS_5quant4TypeE42ELi${window}ELi8E"
+  [ "$window" -gt 4 ] && experts="grouped_mmvq_kernelILNS_5quant4TypeE18E" && down="grouped_mmvq_kernelILNS_5quant4TypeE42E"
   kernels=(
     "hc_pre hc_pre_kernelILNS_5quant4TypeE30ELi${window}E 64 last"
     "hc_post hc_post_kernelILNS_5quant4TypeE30ELi${window}E 64 last"
     "gate_up $experts 64 last"
+    "down $down 64 last"
     "q5k mmvq_mma_kernelILNS_5quant4TypeE13E 64 last"
     "attn_split attn_split_kernelILi2E 4096 last"
     "qsa_topk qsa_topk_kernel 4096 last"
