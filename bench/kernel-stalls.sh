@@ -43,13 +43,18 @@ if [ "$window" -eq 1 ]; then
     "qsa_topk qsa_topk_kernel 4096 last"
   )
 else
+  # The row count the templates are instantiated for: a window of W rows runs the form for the
+  # next of 2, 4, 8 (hc.cu's launch_pre / launch_post, moe_direct.cu's entries_per_batch).
+  rows=8
+  [ "$window" -le 4 ] && rows=4
+  [ "$window" -le 2 ] && rows=2
   # The routed experts' register-direct form up to 4 rows (CTAs of 8 warps), tensor cores past it.
-  experts="grouped_direct_kernelILNS_5quant4TypeE18ELi${window}ELi8E"
-  down="grouped_direct_kernelILNS_5quant4TypeE42ELi${window}ELi8E"
+  experts="grouped_direct_kernelILNS_5quant4TypeE18ELi${rows}ELi8E"
+  down="grouped_direct_kernelILNS_5quant4TypeE42ELi${rows}ELi8E"
   [ "$window" -gt 4 ] && experts="grouped_mmvq_kernelILNS_5quant4TypeE18E" && down="grouped_mmvq_kernelILNS_5quant4TypeE42E"
   kernels=(
-    "hc_pre hc_pre_kernelILNS_5quant4TypeE30ELi${window}E 64 last"
-    "hc_post hc_post_kernelILNS_5quant4TypeE30ELi${window}E 64 last"
+    "hc_pre hc_pre_kernelILNS_5quant4TypeE30ELi${rows}E 64 last"
+    "hc_post hc_post_kernelILNS_5quant4TypeE30ELi${rows}E 64 last"
     "gate_up $experts 64 last"
     "down $down 64 last"
     "q5k mmvq_mma_kernelILNS_5quant4TypeE13E 64 last"
