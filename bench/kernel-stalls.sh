@@ -9,6 +9,8 @@
 # the launch before its last (the last decode window's: the prefill runs first), and the files
 # are stalls-<name>-wW.txt.
 #
+# STRATA_STALLS_ONLY="hc_pre down" profiles only the kernels of those names (the first column below).
+#
 # Usage (device, after a build): bash bench/kernel-stalls.sh build-device/bin/strata [recipe] [window]
 set -uo pipefail
 strata=$1
@@ -64,6 +66,7 @@ else
 fi
 for k in "${kernels[@]}"; do
   read -r name regex ctx skip <<<"$k"
+  [ -n "${STRATA_STALLS_ONLY:-}" ] && [[ " $STRATA_STALLS_ONLY " != *" $name "* ]] && continue
   if [ "$skip" = last ]; then
     n=$(count_launches "$regex" "$ctx")
     [ "${n:-0}" -ge 2 ] || { echo "$name: $n launches at ctx $ctx, none to profile"; continue; }

@@ -7,17 +7,20 @@
 // tensor cores; on the H200 its IQ3_XXS gate/up launch (10 experts x 1280 x 2560, 12.5 MB) took
 // 27 us at about 1.1 bytes of weights per warp instruction (ncu, 2026-11-30), so the routed
 // experts, 2.2 of the 7.2 ms of a decode step, were bound by instruction issue. As in
-// mmvq_direct.cu, every lane here loads its weights straight into registers, decodes each block
-// once for all the group's entries, and multiplies with dp4a against activations the CTA has
-// unpacked once into shared memory.
+// mmvq_direct.cu, every lane here loads its weights into registers (from global memory, or from
+// the CTA's staged copy of its tile), decodes each block once for all the group's entries, and
+// multiplies with dp4a against activations the CTA has unpacked once into shared memory.
 //
-// Loads. The blocks' fields sit at 2-byte aligned offsets. A block of an even index starts
+// Loads. In windows of one row the CTA first copies its tile of weight rows into shared memory
+// (cp.async, see stage_tile), in wider ones each lane reads its words from global memory. The
+// blocks' fields sit at 2-byte aligned offsets. A block of an even index starts
 // 4-byte aligned (rows must be 4-byte aligned: an even number of blocks), one of an odd index 2
 // bytes past that. So a lane reads the aligned words that cover its fields from the aligned base
 // at or just before the block and joins each pair with one funnel shift of 16 (even) or 32 (odd:
 // the second word itself), the same code on every lane, so a warp never diverges on alignment.
-// Every word read lies inside the tensor: past a field it reaches at most 2 bytes into the next
-// block of the row, before the block into the previous one.
+// Every word read lies inside the tile: past a field it reaches at most 2 bytes into the next
+// block of the row (past the last row's end only into a staged tile's slack), before the block
+// into the previous one.
 //   * IQ3_XXS: a unit is one 32-element chunk (8 grid indices, its sign/scale word, the block's d).
 //   * Q2_0, IQ4_NL: a unit is one 18-byte block, read as the 5 words of its half of the 36-byte
 //     block pair.
@@ -34,9 +37,10 @@
 //   * Block row y of the grid takes groups y, y + gridDim.y, ... below *n_groups (as
 //     grouped_mmvq_kernel), block column x a tile of tile_rows rows of the group's expert.
 //   * A row is owned by G lanes (the largest power of two <= 32 that divides its units), a warp
-//     by 32 / G rows at once; warps walk the tile's row sets. Each lane walks its units in
-//     batches of kLoadBatch whose loads are all issued before any is used, keeps one sum per
-//     entry, and the G lanes reduce them with a fixed xor butterfly.
+//     by 32 / G rows at once; a tile is one row set per warp. Each lane walks its units in
+//     batches (kLoadBatch from global memory, kStagedLoadBatch from a staged tile) whose loads
+//     are all issued before any is used, keeps one sum per entry, and the G lanes reduce them
+//     with a fixed xor butterfly.
 //   * The down call may take each entry's gate | up floats instead of its q8_1 h (swiglu_gu):
 //     the CTA then forms h and its q8_1 codes as swiglu_entries_kernel does, bit for bit, and
 //     the CTAs of block column 0 leave both in the scratch, so no launch separates gate/up and
@@ -68,6 +72,13 @@ constexpr int kWideWarps = 8;
 // Units per lane whose loads are in flight together: 5 covers the released shapes' rows in one
 // batch (IQ3_XXS 2560: 80 chunks on 16 lanes; Q2_0 / IQ4_NL 640 and 2560: 5 blocks per lane).
 constexpr int kLoadBatch = 5;
+// From a staged tile (staged_tile) a unit's words are one shared-memory read away, so a lane
+// needs fewer in flight: 2 units at a 72-register bound (5 CTAs of 5 warps per SM). H100,
+// against the unstaged kernel in the same run: decode -1.34% (2 units), -0.12% (1 unit at 56
+// registers, 7 CTAs per SM: more CTAs did not make up for one unit in flight);
+// bench/results/2026-12-06-h100-staged-t1.
+constexpr int kStagedLoadBatch = 2;
+constexpr int kStagedRegs = 72;
 // IQ3_XXS's grid words in shared memory, kGridCopies times: word i of copy q at kGridCopies * i + q,
 // lane l reading copy l % kGridCopies. A warp's 8 lookups of a chunk hit random words: with one
 // copy its 32 lanes collide on 32 banks, with four only the 8 lanes of a copy can (on its 8 banks).
@@ -80,7 +91,19 @@ constexpr int kGridCopies = 4;
 constexpr int kGridBytes = 256 * 4 * kGridCopies;
 constexpr int kDirectMaxEntries = 4;  // window rows up to which this kernel is used
 
-__device__ __forceinline__ uint32_t ldg32(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned int*>(p)); }
+// A 4-byte aligned word of a weight row: from the CTA's staged tile in shared memory (kStaged, see
+// stage_segment; read as shared explicitly, since through the generic pointer nvcc emitted
+// generic loads), or from global memory.
+template <bool kStaged>
+__device__ __forceinline__ uint32_t ldw(const uint8_t* p) {
+  if constexpr (kStaged) {
+    uint32_t v;
+    asm("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))));
+    return v;
+  } else {
+    return __ldg(reinterpret_cast<const unsigned int*>(p));
+  }
+}
 
 // The CTA's copy of a batch of entries' activations: the codes (in the type's order) in two planes,
 // the first 16 of chunk c of row t at codes + 16 (t * nchunks + c) and its last 16 `plane` bytes
@@ -157,18 +180,19 @@ struct DirectUnit<Type::IQ3_XXS> {
   struct Raw {
     uint32_t q0, q1, q2, s0, s1, dw, sh;
   };
+  template <bool kStaged>
   static __device__ __forceinline__ Raw load(const uint8_t* row, int u) {
     const int b = u >> 3, j = u & 7;
     const uint8_t* base = row + static_cast<int64_t>(b) * 98 - 2 * (b & 1);
     const uint8_t* q = base + 8 * j;       // covers the chunk's 8 index bytes at blk + 2 + 8j
     const uint8_t* s = base + 64 + 4 * j;  // covers its sign/scale word at blk + 66 + 4j
     Raw r;
-    r.q0 = ldg32(q);
-    r.q1 = ldg32(q + 4);
-    r.q2 = ldg32(q + 8);
-    r.s0 = ldg32(s);
-    r.s1 = ldg32(s + 4);
-    r.dw = ldg32(base);  // d: its low half (even) or high half (odd)
+    r.q0 = ldw<kStaged>(q);
+    r.q1 = ldw<kStaged>(q + 4);
+    r.q2 = ldw<kStaged>(q + 8);
+    r.s0 = ldw<kStaged>(s);
+    r.s1 = ldw<kStaged>(s + 4);
+    r.dw = ldw<kStaged>(base);  // d: its low half (even) or high half (odd)
     r.sh = 16u + 16u * static_cast<uint32_t>(b & 1);
     return r;
   }
@@ -205,12 +229,13 @@ struct DirectUnit<Type::IQ3_XXS> {
 struct Block18 {
   uint32_t v[5];
   uint32_t odd;  // 1 for the pair's second block
+  template <bool kStaged>
   static __device__ __forceinline__ Block18 load(const uint8_t* row, int b) {
     Block18 r;
     r.odd = static_cast<uint32_t>(b & 1);
     const uint8_t* p = row + static_cast<int64_t>(b >> 1) * 36 + 16 * (b & 1);
 #pragma unroll
-    for (int k = 0; k < 5; ++k) r.v[k] = ldg32(p + 4 * k);
+    for (int k = 0; k < 5; ++k) r.v[k] = ldw<kStaged>(p + 4 * k);
     return r;
   }
   __device__ __forceinline__ float d() const {
@@ -226,7 +251,8 @@ struct DirectUnit<Type::Q2_0> {
   static constexpr int kBlockElems = 64, kUnitsPerBlock = 1, kRegs = 96;  // ptxas: 83-92
   static constexpr bool kPermuted = true, kGrid = false;
   using Raw = Block18;
-  static __device__ __forceinline__ Raw load(const uint8_t* row, int u) { return Block18::load(row, u); }
+  template <bool kStaged>
+  static __device__ __forceinline__ Raw load(const uint8_t* row, int u) { return Block18::load<kStaged>(row, u); }
   template <int kNB>
   static __device__ __forceinline__ void dot(const Raw& r, int u, const uint32_t*, const ActTile& a, int nb, float (&acc)[kNB]) {
     const float d = r.d();
@@ -250,7 +276,8 @@ struct DirectUnit<Type::IQ4_NL> {
   static constexpr int kBlockElems = 32, kUnitsPerBlock = 1, kRegs = 64;
   static constexpr bool kPermuted = false, kGrid = false;
   using Raw = Block18;
-  static __device__ __forceinline__ Raw load(const uint8_t* row, int u) { return Block18::load(row, u); }
+  template <bool kStaged>
+  static __device__ __forceinline__ Raw load(const uint8_t* row, int u) { return Block18::load<kStaged>(row, u); }
   template <int kNB>
   static __device__ __forceinline__ void dot(const Raw& r, int u, const uint32_t*, const ActTile& a, int nb, float (&acc)[kNB]) {
     const uint32_t x0 = r.data(0), x1 = r.data(1), x2 = r.data(2), x3 = r.data(3);
@@ -272,13 +299,14 @@ struct DirectUnit<Type::Q5_1> {
   struct Raw {
     uint32_t dm, qh, qs[4];
   };
+  template <bool kStaged>
   static __device__ __forceinline__ Raw load(const uint8_t* row, int u) {
     const uint8_t* blk = row + static_cast<int64_t>(u) * 24;
     Raw r;
-    r.dm = ldg32(blk);
-    r.qh = ldg32(blk + 4);
+    r.dm = ldw<kStaged>(blk);
+    r.qh = ldw<kStaged>(blk + 4);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) r.qs[k] = ldg32(blk + 8 + 4 * k);
+    for (int k = 0; k < 4; ++k) r.qs[k] = ldw<kStaged>(blk + 8 + 4 * k);
     return r;
   }
   // Bits 0..3 of b as bit 4 of bytes 0..3 (the multiply as in sign_mask4).
@@ -407,33 +435,114 @@ __device__ void combine_tile_if_last(const CombineTail& c, int col0, int col1) {
   for (int i = threadIdx.x; i < c.T * n; i += blockDim.x) routed_sum_column(c.sum, i / n, col0 + i % n);
 }
 
-// Before pdl_wait() of a launch whose grouping is settled (GroupedArgs::groups_settled): the
-// rows [r0, r1) of block row blockIdx.y's first group toward L2. The grouping is read through L2
-// (ld.global.cg), as its writer completed before this launch started, not before the kernel
-// before it in the stream did.
-__device__ void prefetch_tile_settled(const GroupedArgs& a, int r0, int r1) {
-  const int n_groups = __ldcg(a.n_groups);  // pdl-pre-wait: settled grouping
-  if (static_cast<int>(blockIdx.y) >= n_groups || r0 >= r1 || (r0 < a.split) != (r1 - 1 < a.split)) return;
-  const int e = __ldcg(a.group_expert + blockIdx.y);  // pdl-pre-wait: settled grouping
+// The CTA's tile of weight rows is copied into shared memory by cp.async as soon as its expert is
+// known, so the copy is in flight while the CTA unpacks the entries' activations (and, where the
+// grouping is settled, while the previous kernel drains), and the dots read their words from
+// shared memory. Loaded into registers after the unpack instead, the weights' trip from memory
+// came after the activations' own round trip and the barrier behind it, once per wave.
+//
+// A tile's rows within one tensor are contiguous (one expert, consecutive rows); a tile that
+// crosses `split` (gate | up as two tensors) is two segments. Each segment is staged from the
+// 16-byte boundary at or before its first row, so it keeps its address's offset modulo 16 (the
+// aligned-word reads of the units depend on it modulo 4), the last chunk zero-filled past the
+// segment's end; the words the units read past a row's end (at most 2 bytes) fall in that chunk
+// or in the slack after it.
+constexpr int kStageSlack = 32;  // per segment: the lead before the first row and the tail's words
+
+// Rows [r0, r0 + rows) of one tensor, starting at src, into dst + at (dst + at 16-byte aligned);
+// returns the offset from dst at which row r0 landed. Every thread issues its share.
+__device__ __forceinline__ int stage_segment(const uint8_t* src, int rows, int64_t row_bytes, uint8_t* dst, int at) {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(src), first = p & ~uintptr_t{15};
+  const int lead = static_cast<int>(p - first);
+  const int bytes = lead + rows * static_cast<int>(row_bytes);
+  const uint8_t* from = reinterpret_cast<const uint8_t*>(first);
+  for (int off = 16 * static_cast<int>(threadIdx.x); off < bytes; off += 16 * static_cast<int>(blockDim.x))
+    cp_async16(dst + at + off, from + off, bytes - off < 16 ? bytes - off : 16);  // pdl-pre-wait: weights only
+  return at + lead;
+}
+
+// Expert e's tile rows [r0, r1) into dst and one cp.async group; returns the offset from dst of
+// row `mine` (this thread's row).
+__device__ __forceinline__ int stage_tile(const GroupedArgs& a, int e, int r0, int r1, int mine, uint8_t* dst) {
+  const int mid = r1 < a.split ? r1 : (r0 > a.split ? r0 : a.split);  // first row of the second segment
+  const int rb = static_cast<int>(a.row_bytes);
+  int seg0 = 0, seg1 = 0;
+  if (mid > r0) seg0 = stage_segment(weight_row(a, e, r0), mid - r0, a.row_bytes, dst, 0);
+  if (r1 > mid) seg1 = stage_segment(weight_row(a, e, mid), r1 - mid, a.row_bytes, dst,
+                                     mid > r0 ? ((mid - r0) * rb + kStageSlack + 15) & ~15 : 0);
+  cp_async_commit();
+  return mine < mid ? seg0 + (mine - r0) * rb : seg1 + (mine - mid) * rb;
+}
+
+// Where the staged tile starts in the CTA's shared memory: after the IQ3_XXS grid copies and the
+// activation tile (codes, then (d, sum) pairs), 16-byte aligned.
+__host__ __device__ constexpr size_t act_end(bool grid, int nchunks, int nbatch) {
+  return ((grid ? kGridBytes : 0) + static_cast<size_t>(nbatch) * nchunks * (32 + 8) + 15) & ~size_t{15};
+}
+
+// Bytes of the tile region in shared memory: two segments of at most tile_rows rows together.
+__host__ __device__ constexpr int64_t stage_bytes(int tile_rows, int64_t row_bytes) {
+  return tile_rows * row_bytes + 3 * kStageSlack;
+}
+
+// Whether the CTA stages its weight tile in shared memory (above stage_tile): in windows of one
+// row. With more rows the shared-memory pipe is the busy one (the activation reads, once per
+// entry and weight word, ncu: 73% busy at T = 4), and the staged tile's reads on top of it took
+// the window of 4 +1.15% (H100, bench/results/2026-12-06-h100-staged-tiles), so those read their
+// weights straight into registers.
+__host__ __device__ constexpr bool staged_tile(int entries) { return entries == 1; }
+// Whether a launch stages: staged_tile, unless STRATA_DIRECT_STAGE=0 (the other arm).
+bool stages(int entries) { return staged_tile(entries) && switches().direct_stage; }
+
+// CTAs per SM that keep a kWarps-warp CTA within the registers a thread may have: the type's kRegs,
+// or kStagedRegs where the tile is staged.
+template <Type T, int kWarps, bool kStaged>
+constexpr int min_blocks() {
+  return 65536 / ((kStaged ? kStagedRegs : DirectUnit<T>::kRegs) * 32 * kWarps);
+}
+
+// Expert e's rows [r0, r1) toward L2 (the unstaged path's request before pdl_wait()), unless they
+// cross split.
+__device__ void prefetch_tile(const GroupedArgs& a, int e, int r0, int r1) {
+  if (r0 >= r1 || (r0 < a.split) != (r1 - 1 < a.split)) return;
   const uintptr_t p = reinterpret_cast<uintptr_t>(weight_row(a, e, r0)), first = p & ~uintptr_t{127};
   prefetch_l2(reinterpret_cast<const void*>(first), static_cast<int64_t>(p - first) + (r1 - r0) * a.row_bytes);
 }
 
-// CTAs per SM that keep a kWarps-warp CTA within the type's kRegs registers a thread.
-template <Type T, int kWarps>
-constexpr int min_blocks() {
-  return 65536 / (DirectUnit<T>::kRegs * 32 * kWarps);
-}
 
-template <Type T, int kNB, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps>())
+// kStaged: the weight tile staged in shared memory (staged_tile, unless STRATA_DIRECT_STAGE=0).
+template <Type T, int kNB, int kWarps, bool kStaged>
+__global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps, kStaged>())
     grouped_direct_kernel(const GroupedArgs a, const int G, const int tile_rows, const CombineTail tail) {
   using U = DirectUnit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
   grouped_launch_start(a);
   const int tile_r0 = static_cast<int>(blockIdx.x) * tile_rows;
   const int tile_end = tile_r0 + tile_rows < a.rows ? tile_r0 + tile_rows : a.rows;
-  if (a.groups_settled) prefetch_tile_settled(a, tile_r0, tile_end);
+  const int K = a.nchunks * 32;
+  uint8_t* codes = smem + (U::kGrid ? kGridBytes : 0);
+  int2* ds = reinterpret_cast<int2*>(codes + static_cast<size_t>(kNB) * K);
+  uint8_t* stage = smem + act_end(U::kGrid, a.nchunks, kNB);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int gl = lane % G, rows_per_warp = 32 / G;
+  // A tile is kWarps row sets (tile_rows_for): warp w owns set w, if the tile has it.
+  const int row = tile_r0 + warp * rows_per_warp + lane / G;
+  const bool has_set = tile_r0 + warp * rows_per_warp < tile_end;  // warp-uniform
+  const bool live = row < tile_end;
+  const int mine = live ? row : tile_r0;
+  // With the grouping settled (GroupedArgs::groups_settled) the first group's tile is requested
+  // (staged, or toward L2) while the previous kernel drains; the grouping is read through L2
+  // (ld.global.cg), as its writer completed before this launch started, not before the kernel
+  // before it did.
+  int wofs = -1;  // this thread's row in the staged tile, once requested
+  if (a.groups_settled && static_cast<int>(blockIdx.y) < __ldcg(a.n_groups)) {  // pdl-pre-wait: settled grouping
+    const int e = __ldcg(a.group_expert + blockIdx.y);                           // pdl-pre-wait: settled grouping
+    if constexpr (kStaged) {
+      wofs = stage_tile(a, e, tile_r0, tile_end, mine, stage);
+    } else {
+      prefetch_tile(a, e, tile_r0, tile_end);
+    }
+  }
   uint32_t* grid = reinterpret_cast<uint32_t*>(smem);
   if constexpr (U::kGrid) {  // constant data, so copied before pdl_wait()
     static_assert(kGridCopies == 4, "a word's copies are stored as one uint4");
@@ -444,26 +553,32 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps>())
   }
   grouped_launch_wait(a);
   const int n_groups = *a.n_groups;
+  // Read beside n_groups rather than after it: block row y < gridDim.y lies inside the grouping's
+  // arrays (the host sizes the grid by them), and the value is used only when y < n_groups.
+  const int e_first = a.group_expert[blockIdx.y];
   if (static_cast<int>(blockIdx.y) >= n_groups) {  // CTA-uniform
+    if constexpr (kStaged) cp_async_wait<0>();  // no copy left in flight into an exiting CTA's shared memory
     if (tail.tile_count != nullptr) combine_tile_if_last(tail, tile_r0, tile_end);
     return;
   }
 
-  const int K = a.nchunks * 32;
-  uint8_t* codes = smem + (U::kGrid ? kGridBytes : 0);
-  int2* ds = reinterpret_cast<int2*>(codes + static_cast<size_t>(kNB) * K);
   const int plane = kNB * K / 2;
   const ActTile tile{reinterpret_cast<const int8_t*>(codes), ds, a.nchunks, plane};
-
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t* lane_grid = grid + lane % kGridCopies;  // this lane's copy (stride kGridCopies)
-  const int gl = lane % G, rows_per_warp = 32 / G;
   const int units = K / U::kBlockElems * U::kUnitsPerBlock;
   const int iters = units / G;  // per lane and row, warp-uniform
-  const int nsets = (tile_end - tile_r0 + rows_per_warp - 1) / rows_per_warp;
 
   for (int grp = blockIdx.y; grp < n_groups; grp += gridDim.y) {
-    const int e = a.group_expert[grp];
+    const int e = grp == static_cast<int>(blockIdx.y) ? e_first : a.group_expert[grp];
+    if constexpr (kStaged) {
+      if (grp != static_cast<int>(blockIdx.y)) {
+        __syncthreads();  // every warp is done with the previous group's tile
+        wofs = stage_tile(a, e, tile_r0, tile_end, mine, stage);
+      } else if (wofs < 0) {
+        wofs = stage_tile(a, e, tile_r0, tile_end, mine, stage);
+      }
+    }
+    const uint8_t* wrow = kStaged ? stage + wofs : weight_row(a, e, mine);
     const int first = a.group_start[grp], last = a.group_start[grp + 1];
     for (int b0 = first; b0 < last; b0 += kNB) {
       const int nb = last - b0 < kNB ? last - b0 : kNB;
@@ -473,33 +588,31 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps>())
       } else {
         unpack_entries<U::kPermuted>(a, b0, nb, codes, plane, ds);
       }
-      __syncthreads();
-      for (int set = warp; set < nsets; set += kWarps) {
-        const int row = tile_r0 + set * rows_per_warp + lane / G;
-        const bool live = row < tile_end;
-        const uint8_t* wrow = weight_row(a, e, live ? row : tile_r0);
-        float acc[kNB];
+      if constexpr (kStaged) cp_async_wait<0>();  // this thread's copies (none left after a group's first batch)
+      __syncthreads();  // the activations (and every thread's copies) visible
+      if (!has_set) continue;
+      float acc[kNB];
 #pragma unroll
-        for (int t = 0; t < kNB; ++t) acc[t] = 0.0f;
-        for (int i0 = 0; i0 < iters; i0 += kLoadBatch) {
-          typename U::Raw raw[kLoadBatch];
+      for (int t = 0; t < kNB; ++t) acc[t] = 0.0f;
+      constexpr int kBatch = kStaged ? kStagedLoadBatch : kLoadBatch;
+      for (int i0 = 0; i0 < iters; i0 += kBatch) {
+        typename U::Raw raw[kBatch];
 #pragma unroll
-          for (int k = 0; k < kLoadBatch; ++k)
-            if (i0 + k < iters) raw[k] = U::load(wrow, gl + G * (i0 + k));
+        for (int k = 0; k < kBatch; ++k)
+          if (i0 + k < iters) raw[k] = U::template load<kStaged>(wrow, gl + G * (i0 + k));
 #pragma unroll
-          for (int k = 0; k < kLoadBatch; ++k) {
-            if (i0 + k >= iters) break;
-            U::template dot<kNB>(raw[k], gl + G * (i0 + k), lane_grid, tile, nb, acc);
-          }
+        for (int k = 0; k < kBatch; ++k) {
+          if (i0 + k >= iters) break;
+          U::template dot<kNB>(raw[k], gl + G * (i0 + k), lane_grid, tile, nb, acc);
         }
+      }
+#pragma unroll
+      for (int t = 0; t < kNB; ++t)
+        for (int o = G >> 1; o > 0; o >>= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], o);
+      if (live && gl == 0) {
 #pragma unroll
         for (int t = 0; t < kNB; ++t)
-          for (int o = G >> 1; o > 0; o >>= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], o);
-        if (live && gl == 0) {
-#pragma unroll
-          for (int t = 0; t < kNB; ++t)
-            if (t < nb) a.out[static_cast<int64_t>(b0 + t) * a.out_stride + row] = acc[t];
-        }
+          if (t < nb) a.out[static_cast<int64_t>(b0 + t) * a.out_stride + row] = acc[t];
       }
     }
   }
@@ -521,9 +634,6 @@ int lanes_per_row(int units) {
 // window is one batch.
 int entries_per_batch(int batch) { return batch <= 1 ? 1 : batch <= 2 ? 2 : 4; }
 
-size_t smem_for(Type t, int nchunks, int nbatch) {
-  return (t == Type::IQ3_XXS ? kGridBytes : 0) + static_cast<size_t>(nbatch) * nchunks * (32 + sizeof(int2));
-}
 
 // The CTA's warps for a batch of this many entries.
 // STRATA_DIRECT_WARPS=8: CTAs of 8 warps at T = 1 too (the other arm of a benchmark).
@@ -537,10 +647,28 @@ int tile_rows_for(int nchunks, int warps) {
   return warps * (32 / lanes_per_row(units_per_row<T>(nchunks)));
 }
 
-template <Type T, int kNB, int kWarps>
+// Rows per tile of a type at this row width and CTA size (0: a type this kernel does not serve).
+int tile_rows_of(Type t, int nchunks, int warps) {
+  switch (t) {
+    case Type::IQ3_XXS: return tile_rows_for<Type::IQ3_XXS>(nchunks, warps);
+    case Type::Q2_0: return tile_rows_for<Type::Q2_0>(nchunks, warps);
+    case Type::IQ4_NL: return tile_rows_for<Type::IQ4_NL>(nchunks, warps);
+    case Type::Q5_1: return tile_rows_for<Type::Q5_1>(nchunks, warps);
+    default: return 0;
+  }
+}
+
+// The grid copies, the activation tile and, where staged, the weight tile.
+size_t smem_for(Type t, const GroupedArgs& a, int nbatch) {
+  const int tile_rows = tile_rows_of(t, a.nchunks, warps_for(nbatch));
+  return act_end(t == Type::IQ3_XXS, a.nchunks, nbatch) +
+         (stages(nbatch) ? static_cast<size_t>(stage_bytes(tile_rows, a.row_bytes)) : 0);
+}
+
+template <Type T, int kNB, int kWarps, bool kStaged>
 Status launch_typed(const GroupedArgs& a, int group_rows, cudaStream_t stream, const CombineTail& tail) {
-  const auto kernel = &grouped_direct_kernel<T, kNB, kWarps>;
-  const size_t smem = smem_for(T, a.nchunks, kNB);  // <= 48 KB: grouped_direct_supports
+  const auto kernel = &grouped_direct_kernel<T, kNB, kWarps, kStaged>;
+  const size_t smem = smem_for(T, a, kNB);  // <= 48 KB: grouped_direct_supports
   const int G = lanes_per_row(units_per_row<T>(a.nchunks));
   const int tile_rows = tile_rows_for<T>(a.nchunks, kWarps);
   const dim3 grid(static_cast<unsigned>((a.rows + tile_rows - 1) / tile_rows), static_cast<unsigned>(group_rows));
@@ -548,12 +676,20 @@ Status launch_typed(const GroupedArgs& a, int group_rows, cudaStream_t stream, c
   return Status::ok_status();
 }
 
+template <Type T, int kNB, int kWarps>
+Status launch_staging(const GroupedArgs& a, int group_rows, cudaStream_t stream, const CombineTail& tail) {
+  if constexpr (staged_tile(kNB)) {
+    if (stages(kNB)) return launch_typed<T, kNB, kWarps, true>(a, group_rows, stream, tail);
+  }
+  return launch_typed<T, kNB, kWarps, false>(a, group_rows, stream, tail);
+}
+
 template <Type T, int kNB>
 Status launch_warps(const GroupedArgs& a, int group_rows, cudaStream_t stream, const CombineTail& tail) {
   if constexpr (kNB == 1) {
-    if (warps_for(kNB) == kDirectWarps) return launch_typed<T, kNB, kDirectWarps>(a, group_rows, stream, tail);
+    if (warps_for(kNB) == kDirectWarps) return launch_staging<T, kNB, kDirectWarps>(a, group_rows, stream, tail);
   }
-  return launch_typed<T, kNB, kWideWarps>(a, group_rows, stream, tail);
+  return launch_staging<T, kNB, kWideWarps>(a, group_rows, stream, tail);
 }
 
 template <Type T>
@@ -582,23 +718,18 @@ bool grouped_direct_supports(Type t, const GroupedArgs& a) {
   // the released geometry, IQ3_XXS gate/up, Q2_0 down, parity --bench) this one took
   // 0.039 / 0.050 / 0.082 / 0.112 ms at T = 1 / 2 / 4 / 8, that one 0.050 / 0.063 / 0.083 / 0.087.
   if (a.batch > kDirectMaxEntries) return false;
-  const auto aligned4 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
-  // Whole blocks, rows 4-byte aligned (see the header), and an activation tile within 48 KB.
-  return (a.nchunks * 32) % elems == 0 && a.row_bytes % 4 == 0 && aligned4(a.w0) && aligned4(a.w1) &&
-         smem_for(t, a.nchunks, entries_per_batch(a.batch)) <= 48 * 1024;
+  const int nbatch = entries_per_batch(a.batch);
+  const uintptr_t align = stages(nbatch) ? 16 : 4;
+  const auto aligned = [align](const void* p) { return reinterpret_cast<uintptr_t>(p) % align == 0; };
+  // Whole blocks, rows 4-byte aligned (see the header), tensors 16-byte aligned where the tile is
+  // staged (from the 16-byte boundary at or before it), and shared memory within 48 KB.
+  return (a.nchunks * 32) % elems == 0 && a.row_bytes % 4 == 0 && aligned(a.w0) && aligned(a.w1) &&
+         smem_for(t, a, nbatch) <= 48 * 1024;
 }
 
 int grouped_direct_tiles(Type t, const GroupedArgs& a) {
-  const int warps = warps_for(entries_per_batch(a.batch));
-  int tile_rows = 0;
-  switch (t) {
-    case Type::IQ3_XXS: tile_rows = tile_rows_for<Type::IQ3_XXS>(a.nchunks, warps); break;
-    case Type::Q2_0: tile_rows = tile_rows_for<Type::Q2_0>(a.nchunks, warps); break;
-    case Type::IQ4_NL: tile_rows = tile_rows_for<Type::IQ4_NL>(a.nchunks, warps); break;
-    case Type::Q5_1: tile_rows = tile_rows_for<Type::Q5_1>(a.nchunks, warps); break;
-    default: return 0;
-  }
-  return (a.rows + tile_rows - 1) / tile_rows;
+  const int tile_rows = tile_rows_of(t, a.nchunks, warps_for(entries_per_batch(a.batch)));
+  return tile_rows > 0 ? (a.rows + tile_rows - 1) / tile_rows : 0;
 }
 
 Status launch_grouped_direct(Type t, const GroupedArgs& a, int group_rows, cudaStream_t stream, const CombineTail* tail) {

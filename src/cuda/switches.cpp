@@ -44,6 +44,7 @@ Result<Switches> parse_switches(const std::function<const char*(const char*)>& l
   STRATA_TRY(read_flag(lookup, "STRATA_SIDE_STREAM", s.side_stream));
   STRATA_TRY(read_flag(lookup, "STRATA_GROUPED_DIRECT", s.grouped_direct));
   STRATA_TRY(read_flag(lookup, "STRATA_MMVQ_MMA", s.mmvq_mma));
+  STRATA_TRY(read_flag(lookup, "STRATA_DIRECT_STAGE", s.direct_stage));
   auto warps = parse_env_int("STRATA_DIRECT_WARPS", lookup("STRATA_DIRECT_WARPS"), 5, 8);
   if (!warps) return warps.status();
   if (warps->has_value() && **warps != 5 && **warps != 8)

@@ -20,6 +20,8 @@ struct Switches {
   bool side_stream = true;      // STRATA_SIDE_STREAM=0: every launch of a window on one stream
   bool grouped_direct = true;   // STRATA_GROUPED_DIRECT=0: routed experts on grouped_mmvq_kernel
   bool direct_wide_t1 = false;  // STRATA_DIRECT_WARPS=8: the direct experts' T = 1 CTAs of 8 warps (5: the default)
+  bool direct_stage = true;     // STRATA_DIRECT_STAGE=0: the direct experts' T = 1 CTAs read their weights from
+                                // global memory instead of a tile staged in shared memory
   bool mmvq_mma = true;         // STRATA_MMVQ_MMA=0: Q4_K / Q5_K / IQ4_XS mat-vecs never on mmvq_mma_kernel
   int attn_splits = 0;          // STRATA_ATTN_SPLITS=1..512: split-K CTAs per kv head (0: the default)
   bool unfuse_gdn_norm = false; // STRATA_UNFUSE=gdn-norm[,gdn-gates,combine,shared-down]

@@ -24,6 +24,7 @@ TEST(CudaSwitches, UnsetAreTheDefaults) {
   EXPECT_TRUE(s->side_stream);
   EXPECT_TRUE(s->grouped_direct);
   EXPECT_FALSE(s->direct_wide_t1);
+  EXPECT_TRUE(s->direct_stage);
   EXPECT_EQ(s->attn_splits, 0);
   EXPECT_TRUE(s->mmvq_mma);
   EXPECT_FALSE(s->unfuse_gdn_norm);
@@ -36,6 +37,7 @@ TEST(CudaSwitches, TheOtherArms) {
                   {"STRATA_SIDE_STREAM", "0"},
                   {"STRATA_GROUPED_DIRECT", "0"},
                   {"STRATA_DIRECT_WARPS", "8"},
+                  {"STRATA_DIRECT_STAGE", "0"},
                   {"STRATA_ATTN_SPLITS", "256"},
                   {"STRATA_MMVQ_MMA", "0"},
                   {"STRATA_UNFUSE", "combine,gdn-norm,shared-down,gdn-gates"}});
@@ -44,6 +46,7 @@ TEST(CudaSwitches, TheOtherArms) {
   EXPECT_FALSE(s->side_stream);
   EXPECT_FALSE(s->grouped_direct);
   EXPECT_TRUE(s->direct_wide_t1);
+  EXPECT_FALSE(s->direct_stage);
   EXPECT_EQ(s->attn_splits, 256);
   EXPECT_FALSE(s->mmvq_mma);
   EXPECT_TRUE(s->unfuse_gdn_norm);
@@ -67,6 +70,7 @@ TEST(CudaSwitches, RefusedValuesNameTheVariable) {
       {{"STRATA_DIRECT_WARPS", "6"}},   {{"STRATA_DIRECT_WARPS", "16"}},
       {{"STRATA_ATTN_SPLITS", "0"}},    {{"STRATA_ATTN_SPLITS", "513"}},
       {{"STRATA_MMVQ_MMA", "2"}},       {{"STRATA_MMVQ_MMA", "on"}},
+      {{"STRATA_DIRECT_STAGE", "no"}},
       {{"STRATA_UNFUSE", "gdn_norm"}},  {{"STRATA_UNFUSE", "combine,,gdn-norm"}},
       {{"STRATA_UNFUSE", "shared_down"}},
   };
