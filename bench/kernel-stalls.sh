@@ -7,7 +7,8 @@
 # decodes windows of W rows, the kernels are the forms those windows run (the HC pair's and the
 # routed experts' templates take the window; the Q5_K projections run on mmvq_mma_kernel), each
 # the launch before its last (the last decode window's: the prefill runs first), and the files
-# are stalls-<name>-wW.txt.
+# are stalls-<name>-wW.txt. Each launch's ncu sections (duration, occupancy, waves) go to
+# details-<name>[-wW].txt.
 #
 # STRATA_STALLS_ONLY="hc_pre down" profiles only the kernels of those names (the first column below).
 #
@@ -80,4 +81,8 @@ for k in "${kernels[@]}"; do
     python3 "$here/kernel_stalls.py" "$rep.csv" --top 40 >"$OUT/stalls-$name$sfx.txt" ||
     { echo "$name: no source page"; head -3 "$rep.err"; continue; }
   head -3 "$OUT/stalls-$name$sfx.txt"
+  # The report's sections as text (duration, occupancy and its limiters, waves, clusters a GPU can
+  # hold), beside the stalls: the same launch.
+  "$ncu" --import "$rep.ncu-rep" --page details >"$OUT/details-$name$sfx.txt" 2>/dev/null ||
+    echo "$name: no details page"
 done
