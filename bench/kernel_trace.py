@@ -11,6 +11,11 @@ dependent launch a kernel starts while its predecessor runs, so its own duration
 includes the time it waits in pdl_wait; the added time does not, and the added times of a launch
 sum to its span (first start to last end). Kernels are grouped by name (template arguments kept,
 parameters dropped).
+
+Each kernel's lead is that latest end before it minus its start: positive when it was resident
+early (its CTAs started, and could request their weights, while the kernels before it still ran),
+negative for a gap after them. A kernel whose CTAs find no room on the SMs until its predecessor's
+leave has a lead near zero however early it was launched.
 """
 import argparse
 import collections
@@ -74,6 +79,7 @@ def summarise(launches, last, min_replays):
         spans, periods = [], []
         added = collections.defaultdict(float)
         durs = collections.defaultdict(list)
+        leads = collections.defaultdict(list)
         count = collections.Counter()
         for i, (t0, _, recs) in enumerate(reps):
             recs = sorted(recs, key=lambda r: r[1])
@@ -83,6 +89,7 @@ def summarise(launches, last, min_replays):
             prev_end = t0
             for start, end, name, _ in recs:
                 added[name] += max(0, end - max(prev_end, t0)) / 1e3
+                leads[name].append((max(prev_end, t0) - start) / 1e3)
                 prev_end = max(prev_end, end)
                 durs[name].append((end - start) / 1e3)
                 count[name] += 1
@@ -95,6 +102,7 @@ def summarise(launches, last, min_replays):
                 "added_us": added[name] / n,
                 "share": added[name] / n / statistics.median(spans),
                 "mean_duration_us": statistics.fmean(durs[name]),
+                "mean_lead_us": statistics.fmean(leads[name]),
             })
         graphs.append({
             "graph_id": graph,
@@ -121,10 +129,10 @@ def main():
         period = f", launches every {g['period_us_median']:.1f} us" if g["period_us_median"] else ""
         print(f"graph {g['graph_id']}: {g['nodes']} nodes, span {g['span_us_median']:.1f} us (median of "
               f"{g['launches']} launches){period}")
-        print(f"  {'added us':>9} {'share':>6} {'per launch':>10} {'mean dur us':>11}  kernel")
+        print(f"  {'added us':>9} {'share':>6} {'per launch':>10} {'mean dur us':>11} {'lead us':>8}  kernel")
         for r in g["kernels"]:
-            print(f"  {r['added_us']:9.1f} {100 * r['share']:5.1f}% {r['per_launch']:10.0f} {r['mean_duration_us']:11.2f}  "
-                  f"{r['kernel']}")
+            print(f"  {r['added_us']:9.1f} {100 * r['share']:5.1f}% {r['per_launch']:10.0f} {r['mean_duration_us']:11.2f} "
+                  f"{r['mean_lead_us']:8.2f}  {r['kernel']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(graphs, f, indent=1)

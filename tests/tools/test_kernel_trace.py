@@ -53,6 +53,10 @@ def test_added_times(tmp_path):
     assert sum(added.values()) == g["span_us_median"]
     dur = {r["kernel"]: r["mean_duration_us"] for r in g["kernels"]}
     assert dur["grouped_direct_kernel<42, 1, 5>"] == 10.0
+    # By end: swiglu starts 5 us after the launch's start (nothing ended before it), hc_pre was
+    # running 9 us before swiglu ended, grouped_direct 6 us before hc_pre ended.
+    lead = {r["kernel"]: r["mean_lead_us"] for r in g["kernels"]}
+    assert lead == {"swiglu_kernel": -5.0, "hc_pre_kernel<30, 1>": 9.0, "grouped_direct_kernel<42, 1, 5>": 6.0}
 
 
 def test_cli_rejects_a_trace_without_graphs(tmp_path):
