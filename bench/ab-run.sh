@@ -18,7 +18,9 @@
 #   [STRATA_AB_RECIPES="iq3_xxs q2_0"] bash bench/ab-run.sh [extra strata bench args, e.g. --window 4]
 # STRATA_AB_ENV adds arms that run an arm's binary (ARM: A or a folder's name) with environment
 # switches, e.g. "splits256:attn:STRATA_ATTN_SPLITS=256"; with STRATA_AB_ENV alone (no folders) the
-# arms are A and its switches, and A gets the checks.
+# arms are A and its switches, and A gets the checks. STRATA_AB_CHECK_S (default 330) is each
+# arm's device-run.sh budget, its build included: on a fresh machine A's build compiles every
+# object, so keep it well above that build's time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
