@@ -509,7 +509,6 @@ __device__ void prefetch_tile(const GroupedArgs& a, int e, int r0, int r1) {
   prefetch_l2(reinterpret_cast<const void*>(first), static_cast<int64_t>(p - first) + (r1 - r0) * a.row_bytes);
 }
 
-
 // kStaged: the weight tile staged in shared memory (staged_tile, unless STRATA_DIRECT_STAGE=0).
 template <Type T, int kNB, int kWarps, bool kStaged>
 __global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps, kStaged>())
@@ -633,7 +632,6 @@ int lanes_per_row(int units) {
 // Entries per batch: the power of two >= a.batch (min(8, T)), so a group of a distinct-expert
 // window is one batch.
 int entries_per_batch(int batch) { return batch <= 1 ? 1 : batch <= 2 ? 2 : 4; }
-
 
 // The CTA's warps for a batch of this many entries.
 // STRATA_DIRECT_WARPS=8: CTAs of 8 warps at T = 1 too (the other arm of a benchmark).
