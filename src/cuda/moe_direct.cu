@@ -656,19 +656,23 @@ int tile_rows_of(Type t, int nchunks, int warps) {
   }
 }
 
-// The grid copies, the activation tile and, where staged, the weight tile.
-size_t smem_for(Type t, const GroupedArgs& a, int nbatch) {
-  const int tile_rows = tile_rows_of(t, a.nchunks, warps_for(nbatch));
+// The grid copies, the activation tile and, when `staged`, the weight tile of tile_rows rows.
+size_t smem_bytes(Type t, const GroupedArgs& a, int nbatch, bool staged, int tile_rows) {
   return act_end(t == Type::IQ3_XXS, a.nchunks, nbatch) +
-         (stages(nbatch) ? static_cast<size_t>(stage_bytes(tile_rows, a.row_bytes)) : 0);
+         (staged ? static_cast<size_t>(stage_bytes(tile_rows, a.row_bytes)) : 0);
+}
+
+// smem_bytes of the launch launch_grouped_direct makes for a batch of nbatch entries.
+size_t smem_for(Type t, const GroupedArgs& a, int nbatch) {
+  return smem_bytes(t, a, nbatch, stages(nbatch), tile_rows_of(t, a.nchunks, warps_for(nbatch)));
 }
 
 template <Type T, int kNB, int kWarps, bool kStaged>
 Status launch_typed(const GroupedArgs& a, int group_rows, cudaStream_t stream, const CombineTail& tail) {
   const auto kernel = &grouped_direct_kernel<T, kNB, kWarps, kStaged>;
-  const size_t smem = smem_for(T, a, kNB);  // <= 48 KB: grouped_direct_supports
   const int G = lanes_per_row(units_per_row<T>(a.nchunks));
   const int tile_rows = tile_rows_for<T>(a.nchunks, kWarps);
+  const size_t smem = smem_bytes(T, a, kNB, kStaged, tile_rows);  // <= 48 KB: grouped_direct_supports
   const dim3 grid(static_cast<unsigned>((a.rows + tile_rows - 1) / tile_rows), static_cast<unsigned>(group_rows));
   STRATA_CUDA_TRY(launch_kernel(kernel, grid, dim3(kWarps * 32), smem, stream, a, G, tile_rows, tail));
   return Status::ok_status();
