@@ -19,6 +19,16 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// The sum of v over the full warp, every lane getting it: one redux.sync from sm_80, shuffles before.
+__device__ __forceinline__ int warp_sum_int(int v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_add_sync(0xffffffffu, v);
+#else
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+#endif
+}
+
 // The two halves of the cluster barrier (PTX barrier.cluster), so that a CTA arrives early and
 // waits only where it must, and CTAs with nothing left to do leave without waiting. The pattern
 // of a cluster whose ranks push results into rank 0's shared memory:

@@ -276,8 +276,8 @@ __device__ void write_taken(Keys keys, int64_t nb, Cut cut, int top_blocks, int3
     warp_equal[warp] = equal;
   }
   __syncthreads();
-  const int above_before = __reduce_add_sync(full, lane < warp ? warp_above[lane] : 0);
-  int equal_seen = __reduce_add_sync(full, lane < warp ? warp_equal[lane] : 0);
+  const int above_before = warp_sum_int(lane < warp ? warp_above[lane] : 0);
+  int equal_seen = warp_sum_int(lane < warp ? warp_equal[lane] : 0);
   int at = above_before + min(equal_seen, cut.need);
   for (int64_t base = lo; base < hi; base += kStep) {
     uint32_t key[kSlices];
