@@ -139,8 +139,8 @@ __global__ void __launch_bounds__(kEltThreads) add_inplace_kernel(float* __restr
 // threads, all resident at once (3 per SM up to T = 4; at T = 8 the staged X allows 2). Bytes per launch at T = 1: weights 324 * 4 * 2560 *
 // 2 = 6.6 MB from HBM (prefetched to L2 before pdl_wait, so the fetch overlaps the previous
 // kernel's tail; each element read once for all T rows); X slice T * 10 KB (at T >= 4 staged in
-// shared memory once, then read from there by the squares and every row's dots) and norm slice 10 KB per
-// CTA from L2 (3.3 MB + 3.3 MB at T = 1). Work: the sum of squares (H per row and stream, double),
+// shared memory once, its sums of squares taken while staging, then read from there by every
+// row's dots) and norm slice 10 KB per CTA from L2 (3.3 MB + 3.3 MB at T = 1). Work: the sum of squares (H per row and stream, double),
 // per weight element one multiply x * norm (once per t) and one FMA per t, and per stream sum one
 // multiply by the stream's inv_rms. Each thread keeps
 // 2 x 4 16-byte weight loads in flight (20 KB per CTA: the CTA's whole share). With a folded combine every CTA forms
@@ -235,41 +235,49 @@ constexpr bool kPreStaged = kT == 4;
 
 // This CTA's stream of the window's X (p.T rows of H) into shared memory, xs[t * H/4 + q]: x itself,
 // or with the folded combine x + y * alpha_prev as hc_combine_kernel rounds it (cluster 0 also
-// writes that to x_out). Staged once, X is read from shared memory by the sums of squares and by
-// every row of the dots, instead of one L2 round trip per row t and vector. Windows of T = 4
-// only (kPreStaged): at T = 1 staging measured 2% slower per token (the barrier after it, for
-// one row that each vector is read from L2 once anyway).
-__device__ __forceinline__ void stage_x(const HcPreParams& p, int sid, bool write_x, float4* xs) {
-  const int h4 = p.H / 4, n4 = p.T * h4;
+// writes that to x_out). Staged once, X is read from shared memory by every row of the dots,
+// instead of one L2 round trip per row t and vector. The thread's share of each row's sum of
+// squares (in double, as reference::grouped_rms_norm) is taken from the registers that stage it,
+// so no second pass over X sits between the staging and the dots. Windows of T = 4 only
+// (kPreStaged): at T = 1 staging measured 2% slower per token (the barrier after it, for one row
+// that each vector is read from L2 once anyway).
+template <int kT>
+__device__ __forceinline__ void stage_x(const HcPreParams& p, int sid, bool write_x, float4* xs, double (&ss)[kT]) {
+  const int h4 = p.H / 4;
   const int64_t wide4 = static_cast<int64_t>(p.S) * h4, col4 = static_cast<int64_t>(sid) * h4;
   const auto* x4 = reinterpret_cast<const float4*>(p.x);
   const auto* y4 = reinterpret_cast<const float4*>(p.y);
   auto* out4 = reinterpret_cast<float4*>(p.x_out);
-  for (int base = threadIdx.x; base < n4; base += kPreThreads * kStageBatch) {
-    float4 v[kStageBatch], yv[kStageBatch];
-    float a[kStageBatch];
 #pragma unroll
-    for (int k = 0; k < kStageBatch; ++k) {
-      const int i = base + k * kPreThreads;
-      if (i >= n4) break;
-      const int t = i / h4, q = i % h4;
-      v[k] = __ldg(x4 + t * wide4 + col4 + q);
-      if (p.y != nullptr) {
-        yv[k] = __ldg(y4 + static_cast<int64_t>(t) * h4 + q);
-        a[k] = __ldg(p.alpha_prev + t * p.S + sid);
-      }
-    }
+  for (int t = 0; t < kT; ++t) {
+    ss[t] = 0.0;
+    if (t >= p.T) continue;
+    const float a = p.y != nullptr ? __ldg(p.alpha_prev + t * p.S + sid) : 0.0f;
+    for (int base = threadIdx.x; base < h4; base += kPreThreads * kStageBatch) {
+      float4 v[kStageBatch], yv[kStageBatch];
 #pragma unroll
-    for (int k = 0; k < kStageBatch; ++k) {
-      const int i = base + k * kPreThreads;
-      if (i >= n4) break;
-      float4 f = v[k];
-      if (p.y != nullptr) {
-        f = make_float4(combined(f.x, yv[k].x, a[k]), combined(f.y, yv[k].y, a[k]), combined(f.z, yv[k].z, a[k]),
-                        combined(f.w, yv[k].w, a[k]));
-        if (write_x) out4[(i / h4) * wide4 + col4 + i % h4] = f;
+      for (int k = 0; k < kStageBatch; ++k) {
+        const int q = base + k * kPreThreads;
+        if (q >= h4) break;
+        v[k] = __ldg(x4 + t * wide4 + col4 + q);
+        if (p.y != nullptr) yv[k] = __ldg(y4 + static_cast<int64_t>(t) * h4 + q);
       }
-      xs[i] = f;
+#pragma unroll
+      for (int k = 0; k < kStageBatch; ++k) {
+        const int q = base + k * kPreThreads;
+        if (q >= h4) break;
+        float4 f = v[k];
+        if (p.y != nullptr) {
+          f = make_float4(combined(f.x, yv[k].x, a), combined(f.y, yv[k].y, a), combined(f.z, yv[k].z, a),
+                          combined(f.w, yv[k].w, a));
+          if (write_x) out4[t * wide4 + col4 + q] = f;
+        }
+        xs[t * h4 + q] = f;
+        ss[t] += static_cast<double>(f.x) * f.x;
+        ss[t] += static_cast<double>(f.y) * f.y;
+        ss[t] += static_cast<double>(f.z) * f.z;
+        ss[t] += static_cast<double>(f.w) * f.w;
+      }
     }
   }
 }
@@ -302,25 +310,6 @@ __device__ __forceinline__ void pre_squares(const HcPreParams& p, int sid, bool 
       if (write_x) *reinterpret_cast<float4*>(p.x_out + t * wide + col0 + 4 * q) = make_float4(v[0], v[1], v[2], v[3]);
 #pragma unroll
       for (int e = 0; e < 4; ++e) ss[t] += static_cast<double>(v[e]) * v[e];
-    }
-  }
-}
-
-// This thread's share of the sums of squares per row t of the staged X, in double (as
-// reference::grouped_rms_norm).
-template <int kT>
-__device__ __forceinline__ void pre_squares_staged(const HcPreParams& p, const float4* xs, double (&ss)[kT]) {
-  const int h4 = p.H / 4;
-#pragma unroll
-  for (int t = 0; t < kT; ++t) {
-    ss[t] = 0.0;
-    if (t >= p.T) continue;
-    for (int q = threadIdx.x; q < h4; q += kPreThreads) {
-      const float4 v = xs[t * h4 + q];
-      ss[t] += static_cast<double>(v.x) * v.x;
-      ss[t] += static_cast<double>(v.y) * v.y;
-      ss[t] += static_cast<double>(v.z) * v.z;
-      ss[t] += static_cast<double>(v.w) * v.w;
     }
   }
 }
@@ -369,14 +358,10 @@ __global__ void __launch_bounds__(kPreThreads, 3) hc_pre_kernel(const HcPreParam
   pdl_wait();
 
   constexpr bool kStaged = kPreStaged<kT>;
-  if constexpr (kStaged) {
-    stage_x(p, sid, write_x, xs);
-    __syncthreads();
-  }
   double ss[kT];
   if constexpr (!kOnePass) {
     if constexpr (kStaged) {
-      pre_squares_staged<kT>(p, xs, ss);
+      stage_x<kT>(p, sid, write_x, xs, ss);  // the barrier below also publishes xs
     } else {
       pre_squares<kT>(p, sid, write_x, ss);
     }
@@ -530,6 +515,11 @@ __device__ __forceinline__ void load_post_batch(uint4 (&w)[kPostBatch], const ui
   }
 }
 
+// Float4 slot of k's quad q in hc_post's staged r: [k][kQuads] with the low three bits XORed by
+// k's vector index mod 8 (a permutation inside each aligned group of 8 slots), so that the 8 lanes
+// of a row, whose vectors are 8 apart, read distinct bank groups.
+__device__ __forceinline__ int r_slot(int k, int q, int quads) { return (k * quads + q) ^ ((k >> 3) & 7); }
+
 template <quant::Type WT, int kT>
 __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -538,7 +528,7 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
   constexpr int kVec = kWeightsPerVec<WT>;
   __shared__ float prod_all[kMaxClusterStreams][kMaxWindowRows * kPostCols];  // rank 0's: stream k's sigmoid(g) * xn
   __shared__ __align__(16) float ublk[kMaxWindowRows][kPostCols];
-  extern __shared__ float4 rs[];  // kStagedRows: [p.T][rank / 4], r
+  extern __shared__ float4 rs[];  // kStagedRows: [rank][kT / 4], r with a k's window rows side by side
   const cg::cluster_group cluster = cg::this_cluster();
   cluster_arrive_relaxed();  // phase 1
   const int sid = static_cast<int>(cluster.block_rank());
@@ -566,24 +556,36 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
     ir[t] = live ? p.inv_rms[t * p.S + sid] : 0.0f;
   }
 
-  // kStagedRows: r (p.T rows of rank, written by hc_pre) into shared memory, every load issued
-  // before any is stored; the dots then read it without an L2 round trip per row t and vector.
+  // kStagedRows: r (p.T rows of rank, written by hc_pre) into shared memory, a k's kT rows side by
+  // side (zeros past p.T), so that the dots read all rows of a weight's k with kT / 4 16-byte
+  // loads: stored [t][k], they took a scalar load per row and weight (ptxas cannot prove a
+  // runtime rank's rows 16-byte aligned), ~4x the shared-memory loads of the dot loop at T = 4.
+  // Every load of a thread is issued before any is stored. The 8 lanes of a row read vectors 8
+  // apart (k 64 apart); unswizzled, their 16-byte reads would all fall in one bank group, so a
+  // k's slot is XORed with its vector index (r_slot).
   constexpr bool kStaged = kStagedRows<kT>;
+  constexpr int kQuads = kT / 4;
   if constexpr (kStaged) {
-    const int n4 = p.T * p.rank / 4;
-    const auto* r4 = reinterpret_cast<const float4*>(p.r);
-    for (int base = threadIdx.x; base < n4; base += kPostThreads * kStageBatch) {
-      float4 v[kStageBatch];
+    constexpr int kPer = 2;  // k values per thread and pass: rank 320 is one pass of 256 threads
+    for (int base = threadIdx.x; base < p.rank; base += kPostThreads * kPer) {
+      float v[kPer][kT];
 #pragma unroll
-      for (int k = 0; k < kStageBatch; ++k)
-        if (base + k * kPostThreads < n4) v[k] = __ldg(r4 + base + k * kPostThreads);
+      for (int i = 0; i < kPer; ++i) {
+        const int k = base + i * kPostThreads;
 #pragma unroll
-      for (int k = 0; k < kStageBatch; ++k)
-        if (base + k * kPostThreads < n4) rs[base + k * kPostThreads] = v[k];
+        for (int t = 0; t < kT; ++t) v[i][t] = k < p.rank && t < p.T ? __ldg(p.r + t * p.rank + k) : 0.0f;
+      }
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int k = base + i * kPostThreads;
+        if (k >= p.rank) break;
+#pragma unroll
+        for (int q = 0; q < kQuads; ++q)
+          rs[r_slot(k, q, kQuads)] = make_float4(v[i][4 * q], v[i][4 * q + 1], v[i][4 * q + 2], v[i][4 * q + 3]);
+      }
     }
     __syncthreads();
   }
-  const float* rsf = reinterpret_cast<const float*>(rs);
 
   float acc[kT];
 #pragma unroll
@@ -596,18 +598,29 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
       if (v >= nvec) break;
       float wf[kVec];
       weight_floats<WT>(w[i], wf);
+      if constexpr (kStaged) {
+        // Rows past p.T multiply staged zeros into sums nobody reads; each row's sum still adds
+        // its products in k order, as the unstaged form does.
 #pragma unroll
-      for (int t = 0; t < kT; ++t) {
-        if (t >= p.T) break;
-        float rv[kVec];
-        if constexpr (kStaged) {
+        for (int e = 0; e < kVec; ++e) {
 #pragma unroll
-          for (int e = 0; e < kVec; ++e) rv[e] = rsf[t * p.rank + v * kVec + e];
-        } else {
-          load_floats<kVec>(p.r + t * p.rank + v * kVec, rv);
+          for (int q = 0; q < kQuads; ++q) {
+            const float4 r4 = rs[r_slot(v * kVec + e, q, kQuads)];
+            acc[4 * q] = fmaf(wf[e], r4.x, acc[4 * q]);
+            acc[4 * q + 1] = fmaf(wf[e], r4.y, acc[4 * q + 1]);
+            acc[4 * q + 2] = fmaf(wf[e], r4.z, acc[4 * q + 2]);
+            acc[4 * q + 3] = fmaf(wf[e], r4.w, acc[4 * q + 3]);
+          }
         }
+      } else {
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) acc[t] = fmaf(wf[e], rv[e], acc[t]);
+        for (int t = 0; t < kT; ++t) {
+          if (t >= p.T) break;
+          float rv[kVec];
+          load_floats<kVec>(p.r + t * p.rank + v * kVec, rv);
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) acc[t] = fmaf(wf[e], rv[e], acc[t]);
+        }
       }
     }
   }
@@ -755,11 +768,15 @@ template <quant::Type WT>
 cudaError_t launch_post(const HcPostParams& p, unsigned blocks, Stream stream) {
   const dim3 grid(blocks * static_cast<unsigned>(p.S)), block(kPostThreads);
   const unsigned cluster = static_cast<unsigned>(p.S);
-  const size_t smem = static_cast<size_t>(p.T) * p.rank * sizeof(float);  // kStagedRows only
+  // kStagedRows only: r as [rank][kT] floats, kT the form's row count (4 or kMaxWindowRows).
+  // (r_slot permutes inside aligned groups of 8 float4s: whole groups are allocated.)
+  const size_t groups = (static_cast<size_t>(p.rank) + 7) / 8;
+  const size_t smem4 = groups * 8 * 4 * sizeof(float);
+  const size_t smem8 = groups * 8 * kMaxWindowRows * sizeof(float);
   if (p.T == 1) return launch_staged(hc_post_kernel<WT, 1>, grid, block, 0, cluster, stream, p);
   if (p.T == 2) return launch_staged(hc_post_kernel<WT, 2>, grid, block, 0, cluster, stream, p);
-  if (p.T <= 4) return launch_staged(hc_post_kernel<WT, 4>, grid, block, smem, cluster, stream, p);
-  return launch_staged(hc_post_kernel<WT, kMaxWindowRows>, grid, block, smem, cluster, stream, p);
+  if (p.T <= 4) return launch_staged(hc_post_kernel<WT, 4>, grid, block, smem4, cluster, stream, p);
+  return launch_staged(hc_post_kernel<WT, kMaxWindowRows>, grid, block, smem8, cluster, stream, p);
 }
 
 
