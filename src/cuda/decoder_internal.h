@@ -136,7 +136,7 @@ struct DevBlock {
   DTensor router;
   ExpertWeights experts;
   DTensor sh_gate, sh_up, sh_down;
-  DTensor sh_gate_inp;  // [1, H] f32: the shared expert's scalar gate as a one-row mat-vec
+  DTensor sh_gate_inp;  // [1, H] F32 / F16 / BF16: the shared expert's scalar gate as a one-row mat-vec
   // Concatenations of projections that read the same input, for one mat-vec each: the parts'
   // rows back to back in this order (each part above is a view into it). Empty (false) when the
   // parts differ in type or row length; the parts are then launched on their own.

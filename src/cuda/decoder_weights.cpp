@@ -141,7 +141,7 @@ class UploadPlan {
   struct Part {
     const model::Tensor* tensor;
     DTensor* out;
-    bool vector_row;  // a vector used as a one-row f32 matrix (vector_matrix)
+    bool vector_row;  // a vector used as a one-row matrix (describe_vector_matrix)
   };
   Status concat(std::initializer_list<Part> parts, DTensor& cat) {
     for (const Part& p : parts)
@@ -163,7 +163,7 @@ class UploadPlan {
     }
     for (const Part& p : parts) {
       const int64_t bytes = p.out->rows * p.out->row_bytes;
-      add({p.tensor, p.vector_row, 0, bytes, p.out, nullptr}, /*packed=*/same);
+      add({p.tensor, p.vector_row && p.tensor->type != p.out->type, 0, bytes, p.out, nullptr}, /*packed=*/same);
     }
     if (same) total = align_up(total, kDeviceAlign);
     return Status::ok_status();
@@ -194,12 +194,16 @@ class UploadPlan {
     return Status::ok_status();
   }
 
+  // A float vector keeps its type, so that it can share a concatenation with a matrix of that
+  // type (the shared gate's row after a BF16 router: one mat-vec instead of a second, one-CTA
+  // launch for its logit); any other type is converted to f32 on the host (as_f32 in concat).
   Status describe_vector_matrix(const model::Tensor& t, DTensor& out) const {
     if (!t) return Status::error("cuda decoder: a required gate vector is missing from the weights");
-    out.type = quant::Type::F32;
+    const bool own = t.type == quant::Type::F32 || t.type == quant::Type::F16 || t.type == quant::Type::BF16;
+    out.type = own ? t.type : quant::Type::F32;
     out.rows = 1;
     out.cols = t.n_elements();
-    out.row_bytes = out.cols * static_cast<int64_t>(sizeof(float));
+    out.row_bytes = out.cols * static_cast<int64_t>(out.type == quant::Type::F32 ? sizeof(float) : sizeof(uint16_t));
     return Status::ok_status();
   }
 
