@@ -93,8 +93,27 @@ struct PrepKernelArgs {
   int64_t qg_stride, kv_stride, iq_stride, ik_stride;  // floats between the rows of t (resolved, never 0)
 };
 
+// Block b's key: its raw index keys pooled (fp32 sum in token order, then / ratio), ik_norm,
+// RoPE at the block's first position, into cache.block_k. Tokens before pos come from the cache,
+// the window's own from ik (other CTAs of the launch append them to the cache: the same values).
+__device__ void block_key_store(const PrepKernelArgs& p, const RopeFreqs& rf, int64_t pos, int64_t b, float* buf,
+                                double* red) {
+  for (int a = threadIdx.x; a < p.id; a += kPrepThreads) {
+    float sum = 0.0f;
+    for (int r = 0; r < p.ratio; ++r) {
+      const int64_t tok = b * p.ratio + r;
+      const float v = tok < pos ? p.cache.index_k[tok * p.id + a] : p.a.ik[(tok - pos) * p.ik_stride + a];
+      sum = __fadd_rn(sum, v);
+    }
+    buf[a] = __fdiv_rn(sum, static_cast<float>(p.ratio));
+  }
+  __syncthreads();
+  norm_rope_store<kPrepThreads>(buf, p.id, p.a.ik_norm, p.eps, rf, b * p.ratio, p.cache.block_k + b * p.id, red);
+}
+
 // One CTA per head vector: T*nh queries, then T*nkv keys (with their values), then (QSA) T*nih
-// indexer queries and T raw index keys.
+// indexer queries and T raw index keys; the CTA of a raw key that completes a block (its token the
+// block's last) also forms the block's key (block_key_store), so no launch of its own follows.
 __global__ void __launch_bounds__(kPrepThreads) attn_prep_kernel(PrepKernelArgs p, RopeFreqs rf) {
   __shared__ float buf[kMaxVector];
   __shared__ double red[kPrepThreads / 32];
@@ -134,32 +153,12 @@ __global__ void __launch_bounds__(kPrepThreads) attn_prep_kernel(PrepKernelArgs 
     if (pos + t >= p.max_ctx) return;
     for (int j = threadIdx.x; j < p.id; j += kPrepThreads)
       p.cache.index_k[(pos + t) * p.id + j] = p.a.ik[t * p.ik_stride + j];
+    if ((pos + t + 1) % p.ratio == 0) block_key_store(p, rf, pos, (pos + t) / p.ratio, buf, red);
     return;
   }
   for (int j = threadIdx.x; j < n; j += kPrepThreads) buf[j] = src[j];
   __syncthreads();
   norm_rope_store<kPrepThreads>(buf, n, w, p.eps, rf, pos + t, dst, red);
-}
-
-// One CTA per block the window may complete (at most T): pooled raw keys (fp32 sum in token
-// order, then / ratio), ik_norm, RoPE at the block's first position. Runs after attn_prep_kernel
-// on the same stream, so the window's raw keys are in the cache.
-__global__ void __launch_bounds__(kPrepThreads) block_key_kernel(PrepKernelArgs p, RopeFreqs rf) {
-  __shared__ float buf[kMaxVector];
-  __shared__ double red[kPrepThreads / 32];
-  pdl_launch_dependents();
-  pdl_wait();  // the raw keys attn_prep_kernel appended
-  const int64_t pos = *p.pos;
-  const int64_t b = pos / p.ratio + blockIdx.x;
-  if (b >= (pos + p.T) / p.ratio || b >= p.max_ctx / p.ratio) return;
-  const float* raw = p.cache.index_k + b * p.ratio * p.id;
-  for (int a = threadIdx.x; a < p.id; a += kPrepThreads) {
-    float sum = 0.0f;
-    for (int r = 0; r < p.ratio; ++r) sum = __fadd_rn(sum, raw[static_cast<int64_t>(r) * p.id + a]);
-    buf[a] = __fdiv_rn(sum, static_cast<float>(p.ratio));
-  }
-  __syncthreads();
-  norm_rope_store<kPrepThreads>(buf, p.id, p.a.ik_norm, p.eps, rf, b * p.ratio, p.cache.block_k + b * p.id, red);
 }
 
 // ---- attn_decode ------------------------------------------------------------------------------
@@ -560,15 +559,20 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) attn_split_kernel(DecodeKer
   }
 }
 
-// One warp-sized CTA per (row, head, 128-dim slice): merges the active splits' partial softmax
-// sums (in split order) and applies the sigmoid gate from qg (row t at qg + t * qg_stride). Lane
-// i owns 4 consecutive dims (the layout of quantize_q8_1_quad, 8 lanes per 32-value block), so
-// with o_q8 the CTA also writes its slice's q8_1 blocks from the values just stored
-// (quantize_q8_1's bytes). The per-split loads are issued a batch at a time before the
-// in-order accumulation uses them.
-constexpr int kCombineThreads = 32;
-constexpr int kCombineDims = 4 * kCombineThreads;  // dims per CTA; hd (128 or 256) is a multiple
-constexpr int kCombineBatch = 16;                  // partial vectors in flight per lane
+// One CTA per (row, head, 128-dim slice): merges the active splits' partial softmax sums and
+// applies the sigmoid gate from qg (row t at qg + t * qg_stride). Lane i of every warp owns 4
+// consecutive dims (the layout of quantize_q8_1_quad, 8 lanes per 32-value block), so with o_q8
+// warp 0 also writes the slice's q8_1 blocks from the values just stored (quantize_q8_1's bytes).
+//
+// The merge is a chain of dependent round trips to L2 when one warp walks the splits (65 at a 4K
+// context), so warp w takes a contiguous range of them: it requests its partial vectors first,
+// before the max over all splits is known (they do not depend on it), then scales and sums them in
+// split order; the warps' sums are then added in warp order, as are their sums of the weighted
+// softmax denominators. A fixed order throughout, so the result is deterministic.
+constexpr int kCombineWarps = 8;
+constexpr int kCombineThreads = 32 * kCombineWarps;
+constexpr int kCombineDims = 4 * 32;  // dims per CTA; hd (128 or 256) is a multiple
+constexpr int kCombineBatch = 16;     // partial vectors in flight per lane (a warp's whole range up to 128 splits)
 
 __global__ void __launch_bounds__(kCombineThreads) attn_combine_kernel(DecodeKernelArgs p, const float* __restrict__ qg,
                                                                        int64_t qg_stride, float* __restrict__ o,
@@ -576,77 +580,84 @@ __global__ void __launch_bounds__(kCombineThreads) attn_combine_kernel(DecodeKer
                                                                        int64_t o_q8_stride) {
   __shared__ float weight[kMaxSplits];
   __shared__ float part_l[kMaxSplits];
-  __shared__ float inv_l;
+  __shared__ float warp_mx[kCombineWarps];
+  __shared__ float warp_l[kCombineWarps];
+  __shared__ float4 warp_acc[kCombineWarps][32];
   pdl_launch_dependents();
   pdl_wait();
   const int t = blockIdx.x / p.nh, h = blockIdx.x % p.nh;
-  const int lane = threadIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int a0 = blockIdx.y * kCombineDims + 4 * lane;
   const int64_t pos = *p.pos;
   const int active = attn_detail::split_plan(pos + p.T, p.splits).active;
   const int64_t stride = static_cast<int64_t>(p.T) * p.nh;
   const int64_t r0 = static_cast<int64_t>(t) * p.nh + h;
-  const float* gate = qg + t * qg_stride + static_cast<int64_t>(h) * 2 * p.hd + p.hd;
-  float gv[4];  // scalar loads: qg_stride need not keep float4 alignment
+  // This warp's splits [s_begin, s_end).
+  const int per = (active + kCombineWarps - 1) / kCombineWarps;
+  const int s_begin = min(warp * per, active), s_end = min(s_begin + per, active);
+  float4 part[kCombineBatch];
 #pragma unroll
-  for (int e = 0; e < 4; ++e) gv[e] = gate[a0 + e];
-  // The max over the splits: fmaxf is exact and order-free (a zero's sign cannot change
-  // expf(ms - mx)), so the lanes reduce it in parallel; weights and the sum as before, the sum
-  // in split order. Lane s % 32 loads split s's max and sum (kMaxBatch per lane in flight),
-  // keeps the max in weight[s] until mx is known, then turns it into the weight.
-  constexpr int kMaxBatch = 4;
+  for (int j = 0; j < kCombineBatch; ++j)
+    if (s_begin + j < s_end) part[j] = *reinterpret_cast<const float4*>(p.part_o + ((s_begin + j) * stride + r0) * p.hd + a0);
+  // Each split's max and sum by the thread of its index: fmaxf is exact and order-free (a zero's
+  // sign cannot change expf(ms - mx)), so the max is reduced in parallel.
   float mx = -INFINITY;
-  for (int s0 = 0; s0 < active; s0 += kMaxBatch * kCombineThreads) {
-    float ms[kMaxBatch], ls[kMaxBatch];
-#pragma unroll
-    for (int j = 0; j < kMaxBatch; ++j) {
-      const int s = s0 + lane + kCombineThreads * j;
-      ms[j] = s < active ? p.part_m[s * stride + r0] : -INFINITY;
-      ls[j] = s < active ? p.part_l[s * stride + r0] : 0.0f;
-    }
-#pragma unroll
-    for (int j = 0; j < kMaxBatch; ++j) {
-      const int s = s0 + lane + kCombineThreads * j;
-      if (s < active) {
-        weight[s] = ms[j];
-        part_l[s] = ls[j];
-      }
-      mx = fmaxf(mx, ms[j]);
-    }
+  for (int s = threadIdx.x; s < active; s += kCombineThreads) {
+    const float ms = p.part_m[s * stride + r0];
+    weight[s] = ms;
+    part_l[s] = p.part_l[s * stride + r0];
+    mx = fmaxf(mx, ms);
   }
   mx = warp_max(mx);
-  for (int s = lane; s < active; s += kCombineThreads) {
-    const float ms = weight[s];  // this lane's own store
+  if (lane == 0) warp_mx[warp] = mx;
+  __syncthreads();
+  mx = warp_mx[0];
+#pragma unroll
+  for (int w = 1; w < kCombineWarps; ++w) mx = fmaxf(mx, warp_mx[w]);
+  for (int s = threadIdx.x; s < active; s += kCombineThreads) {
+    const float ms = weight[s];  // this thread's own store
     weight[s] = ms == -INFINITY ? 0.0f : expf(ms - mx);
   }
-  __syncwarp();
-  if (lane == 0) {
-    float sum = 0.0f;
-    for (int s = 0; s < active; ++s) sum += weight[s] * part_l[s];
-    inv_l = 1.0f / sum;
-  }
+  __syncthreads();
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int s0 = 0; s0 < active; s0 += kCombineBatch) {
-    float4 part[kCombineBatch];
+  float lsum = 0.0f;  // lane 0: this warp's sum of weight * l in split order
+  for (int s0 = s_begin; s0 < s_end; s0 += kCombineBatch) {
+    if (s0 != s_begin) {  // ranges beyond one batch (more than kCombineWarps * kCombineBatch splits)
 #pragma unroll
-    for (int j = 0; j < kCombineBatch; ++j)
-      if (s0 + j < active) part[j] = *reinterpret_cast<const float4*>(p.part_o + ((s0 + j) * stride + r0) * p.hd + a0);
+      for (int j = 0; j < kCombineBatch; ++j)
+        if (s0 + j < s_end) part[j] = *reinterpret_cast<const float4*>(p.part_o + ((s0 + j) * stride + r0) * p.hd + a0);
+    }
 #pragma unroll
     for (int j = 0; j < kCombineBatch; ++j) {
-      if (s0 + j >= active) break;
-      const int s = s0 + j;
-      acc[0] += weight[s] * part[j].x;
-      acc[1] += weight[s] * part[j].y;
-      acc[2] += weight[s] * part[j].z;
-      acc[3] += weight[s] * part[j].w;
+      if (s0 + j >= s_end) break;
+      const float w = weight[s0 + j];
+      acc[0] += w * part[j].x;
+      acc[1] += w * part[j].y;
+      acc[2] += w * part[j].z;
+      acc[3] += w * part[j].w;
+      lsum += w * part_l[s0 + j];
     }
   }
-  __syncwarp();  // inv_l
+  warp_acc[warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+  if (lane == 0) warp_l[warp] = lsum;
+  __syncthreads();
+  if (warp != 0) return;
+  float4 v4 = warp_acc[0][lane];
+  float l = warp_l[0];
+#pragma unroll
+  for (int w = 1; w < kCombineWarps; ++w) {
+    const float4 a = warp_acc[w][lane];
+    v4 = make_float4(v4.x + a.x, v4.y + a.y, v4.z + a.z, v4.w + a.w);
+    l += warp_l[w];
+  }
+  const float inv_l = 1.0f / l;
+  const float* gate = qg + t * qg_stride + static_cast<int64_t>(h) * 2 * p.hd + p.hd;
+  const float accs[4] = {v4.x, v4.y, v4.z, v4.w};
   float v[4];
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
-    const float sig = 1.0f / (1.0f + expf(-gv[e]));
-    v[e] = (acc[e] * inv_l) * sig;
+    const float sig = 1.0f / (1.0f + expf(-gate[a0 + e]));  // scalar loads: qg_stride need not keep float4 alignment
+    v[e] = (accs[e] * inv_l) * sig;
     o[r0 * p.hd + a0 + e] = v[e];
   }
   if (o_q8) {
@@ -706,10 +717,6 @@ Status attn_prep(const AttnDims& d, const AttnPrepArgs& a, const int64_t* pos, i
   const RopeFreqs rf = rope_freqs(d.n_rot, d.rope_theta);
   const int ctas = T * (d.n_head + d.n_head_kv) + (d.ratio > 0 ? T * (d.idx_heads + 1) : 0);
   STRATA_CUDA_TRY(launch_kernel(attn_prep_kernel, dim3(ctas), dim3(kPrepThreads), 0, stream, p, rf));
-  if (d.ratio > 0) {
-    // A second launch: the block keys read the raw keys the first one wrote.
-    STRATA_CUDA_TRY(launch_kernel(block_key_kernel, dim3(T), dim3(kPrepThreads), 0, stream, p, rf));
-  }
   return Status::ok_status();
 }
 
