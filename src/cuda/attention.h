@@ -15,8 +15,8 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
+#include "float_key.h"
 #include "strata/common/status.h"
 #include "strata/cuda/mmvq.h"
 
@@ -91,14 +91,9 @@ namespace attn_detail {
 // T x group query vectors of one kv head (at most kMaxWindowRows * kMaxGroup) in registers.
 inline constexpr int kMaxGroup = 12;
 
-// An unsigned key that orders like the float (negative values below positive ones), so the
-// top-k can select on the bits. -0 and +0 get different keys; scores are never -0 (a sum of
-// relu values that starts at +0).
-STRATA_ATTN_HD inline uint32_t score_key(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
+// A score's key (float_key.h), so the top-k can select on the bits. Scores are never -0 (a sum
+// of relu values that starts at +0).
+STRATA_ATTN_HD inline uint32_t score_key(float x) { return float_key(x); }
 
 // One radix-select step: hist[256] counts the candidates' current 8-bit digit; k_rem (>= 1) is
 // how many of the best candidates are still wanted. Returns the digit of the k_rem-th largest

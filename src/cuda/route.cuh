@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "float_key.h"
 #include "moe.h"  // kRouterLaneSlots, kRouterMaxExperts
 
 namespace strata::cuda {
@@ -38,27 +39,17 @@ __device__ __forceinline__ bool ranks_before(float pa, int ia, float pb, int ib)
   return pa > pb || (pa == pb && ia < ib);
 }
 
-// v's bits mapped so that unsigned order is float order (negative values flipped whole, the
-// others with the sign bit set). Distinct values keep distinct keys, except -0 against +0: the
-// candidates ranked here (probabilities, -1 for NaN, -inf) never hold -0.
-__device__ __forceinline__ unsigned rank_key(float v) {
-  const unsigned b = __float_as_uint(v);
-  return (b & 0x80000000u) != 0u ? ~b : b | 0x80000000u;
-}
-__device__ __forceinline__ float rank_key_value(unsigned key) {
-  return __uint_as_float((key & 0x80000000u) != 0u ? key & 0x7FFFFFFFu : ~key);
-}
-
-// The warp's first (v, i) under ranks_before, from each lane's own candidate (v never NaN or -0).
-// ranks_before is a total order on distinct ids, so every lane ends with the same pair. On sm_80
-// and newer by two warp reductions: the largest key, then the lowest id among the lanes holding it
-// (the round is the step's critical path k times per MoE block); before, by a fixed xor butterfly.
+// The warp's first (v, i) under ranks_before, from each lane's own candidate (v never NaN or -0:
+// the candidates ranked here are probabilities, -1 for NaN and -inf). ranks_before is a total
+// order on distinct ids, so every lane ends with the same pair. On sm_80 and newer by two warp
+// reductions: the largest float_key of v, then the lowest id among the lanes holding it (the
+// round is the step's critical path k times per MoE block); before, by a fixed xor butterfly.
 __device__ __forceinline__ void warp_rank_first(float& v, int& i) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned key = rank_key(v);
+  const unsigned key = float_key(v);
   const unsigned top = __reduce_max_sync(0xffffffffu, key);
   i = __reduce_min_sync(0xffffffffu, key == top ? i : 0x7FFFFFFF);
-  v = rank_key_value(top);
+  v = float_of_key(top);
 #else
   for (int s = 16; s > 0; s >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, v, s);
