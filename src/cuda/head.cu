@@ -27,6 +27,7 @@
 #include <cooperative_groups.h>
 
 #include "common.cuh"
+#include "float_key.h"
 #include "launch.cuh"
 
 namespace strata::cuda {
@@ -149,13 +150,9 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_cluster_kernel(const fl
 
 // ---- sampling ---------------------------------------------------------------------------------
 
-// A u32 whose unsigned order is the float order of finite values. -0 takes +0's key because the
-// CPU compares them equal (a tie, broken by id). Every finite key is >= 0x00800000, so key 0
-// lies below all of them.
-__device__ __forceinline__ uint32_t order_key(float v) {
-  const uint32_t bits = __float_as_uint(v == 0.0f ? 0.0f : v);
-  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-}
+// float_key (float_key.h), except that -0 takes +0's key because the CPU compares them equal (a
+// tie, broken by id). Every finite key is >= 0x00800000, so key 0 lies below all of them.
+__device__ __forceinline__ uint32_t order_key(float v) { return float_key(v == 0.0f ? 0.0f : v); }
 
 struct SampleShared {
   uint64_t keys[kMaxSampleTopK];   // sort keys: rank order, then (id, position) for the walk
