@@ -33,6 +33,15 @@ fi
 for d in "${arms[@]}"; do
   [ -d "$d" ] || { echo "ab-run: $d is not a folder" >&2; exit 2; }
 done
+# The device keeps build-device/ between calls, but the tree arrives with its own file times: a file
+# an arm laid over it in an earlier call is then older than the object built from the arm's
+# version, and A's build would link that stale object. Every file overlaid is listed, and the list's
+# files are touched before A builds.
+overlaid=$root/build-device/ab-overlaid.txt
+if [ -f "$overlaid" ]; then
+  sort -u "$overlaid" | while read -r f; do [ -e "$f" ] && touch "$f"; done
+  rm -f "$overlaid"
+fi
 rounds=${STRATA_AB_ROUNDS:-3}
 recipes=${STRATA_AB_RECIPES:-iq3_xxs}
 mkdir -p "$OUT/ab"
@@ -53,7 +62,9 @@ mkdir -p "$saved"
 restore() { (cd "$saved" && find . -type f | while read -r f; do cp "$f" "$root/$f"; done); }
 trap restore EXIT
 overlay() {
+  mkdir -p "$(dirname "$overlaid")"
   (cd "$1" && find . -type f) | while read -r f; do
+    echo "$f" >>"$overlaid"
     if [ -e "$f" ] && [ ! -e "$saved/$f" ]; then mkdir -p "$saved/$(dirname "$f")" && cp "$f" "$saved/$f"; fi
     cp "$1/$f" "$f"
   done

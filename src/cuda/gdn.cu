@@ -55,22 +55,32 @@ __device__ __forceinline__ float gated_norm_value(float w, float x, float r, flo
 
 // ---- gdn_conv ------------------------------------------------------------------------------------
 
+// Where one channel's conv inputs are read: history row j at hist[j * hist_stride], new row t at
+// m[t * m_stride] (both already at the channel). Global memory for gdn_conv_kernel; the fused
+// kernel's shared-memory copies (conv_in) for gdn_recurrent_kernel.
+struct ConvInputs {
+  const float* hist;
+  int64_t hist_stride;
+  const float* m;
+  int64_t m_stride;
+};
+
 // One channel's conv over the window, shared by gdn_conv_kernel and the fused conv + recurrent
 // kernel so that both compute the same bits. The T new inputs load first (independent loads, one
 // memory latency instead of T), then the walk: win[] holds the K inputs of output row t (oldest
 // first), taken from the K - 1 history rows and then the new rows. Output row t goes to
 // y[t * y_stride] when y is set; a channel's single writer (`write`) also appends the new rows to
 // hist and stores c. Old history rows are only read and new rows only written, so no thread reads
-// what another writes. m and hist are not __restrict__: a caller may project straight into hist
-// rows K - 1 ...
-__device__ __forceinline__ void conv_channel(const float* m, int64_t m_stride, const float (&w)[kGdnMaxConvKernel],
-                                             float* hist, int conv_dim, int K, int T, int ch, bool write,
+// what another writes. The inputs and hist are not __restrict__: a caller may project straight
+// into hist rows K - 1 ...
+__device__ __forceinline__ void conv_channel(const ConvInputs& in, const float (&w)[kGdnMaxConvKernel], float* hist,
+                                             int conv_dim, int K, int T, int ch, bool write,
                                              float* __restrict__ c, float* y, int y_stride) {
   float win[kGdnMaxConvKernel], xs[kMaxWindowRows];
 #pragma unroll
-  for (int j = 0; j < kGdnMaxConvKernel; ++j) win[j] = j < K - 1 ? hist[static_cast<int64_t>(j) * conv_dim + ch] : 0.0f;
+  for (int j = 0; j < kGdnMaxConvKernel; ++j) win[j] = j < K - 1 ? in.hist[j * in.hist_stride] : 0.0f;
 #pragma unroll
-  for (int t = 0; t < kMaxWindowRows; ++t) xs[t] = t < T ? m[t * m_stride + ch] : 0.0f;
+  for (int t = 0; t < kMaxWindowRows; ++t) xs[t] = t < T ? in.m[t * in.m_stride] : 0.0f;
 #pragma unroll
   for (int t = 0; t < kMaxWindowRows; ++t) {
     if (t >= T) break;
@@ -111,7 +121,8 @@ __global__ void __launch_bounds__(kConvThreads) gdn_conv_kernel(const float* m, 
   // the ones past conv_dim too, before it leaves (launch.cuh: no thread exits ahead of the wait).
   pdl_wait();
   if (!live) return;
-  conv_channel(m, m_stride, w, hist, conv_dim, K, T, ch, /*write=*/true, c, nullptr, 0);
+  const ConvInputs in{hist + ch, conv_dim, m + ch, m_stride};
+  conv_channel(in, w, hist, conv_dim, K, T, ch, /*write=*/true, c, nullptr, 0);
 }
 
 // Every GDN layer's conv-history move of a commit (gdn.h: gdn_conv_commit) in one launch: block
@@ -320,22 +331,41 @@ __device__ __forceinline__ void project_gates(const RecArgs& p, int h, float (&p
   for (int t = 0; t < p.T; ++t) {
     const float4* u4 = reinterpret_cast<const float4*>(p.u + t * p.u_stride);
     float sb = 0.0f, sa = 0.0f;
-#pragma unroll 1
-    for (int v = static_cast<int>(threadIdx.x); v < nvec; v += kRecThreads) {
-      float fb[kPer], fa[kPer];
-      weight_floats<WT>(__ldg(wb + v), fb);  // pdl-pre-wait: weights
-      weight_floats<WT>(__ldg(wa + v), fa);  // pdl-pre-wait: weights
+    // Two of a thread's vectors at a time, every load issued before the first is used (a 2560-wide
+    // row is 320 BF16 vectors: a second one for the first 64 threads, which otherwise waited for
+    // the first one's round trip before requesting it).
+    constexpr int kGateBatch = 2;
+    for (int v0 = static_cast<int>(threadIdx.x); v0 < nvec; v0 += kGateBatch * kRecThreads) {
+      uint4 rb[kGateBatch], ra[kGateBatch];
+      float4 ru[kGateBatch][kPer / 4];
 #pragma unroll
-      for (int q = 0; q < kPer / 4; ++q) {
-        const float4 x = u4[v * (kPer / 4) + q];
-        sb = fmaf(fb[4 * q], x.x, sb);
-        sb = fmaf(fb[4 * q + 1], x.y, sb);
-        sb = fmaf(fb[4 * q + 2], x.z, sb);
-        sb = fmaf(fb[4 * q + 3], x.w, sb);
-        sa = fmaf(fa[4 * q], x.x, sa);
-        sa = fmaf(fa[4 * q + 1], x.y, sa);
-        sa = fmaf(fa[4 * q + 2], x.z, sa);
-        sa = fmaf(fa[4 * q + 3], x.w, sa);
+      for (int k = 0; k < kGateBatch; ++k) {
+        const int v = v0 + k * kRecThreads;
+        if (v >= nvec) break;
+        rb[k] = __ldg(wb + v);  // pdl-pre-wait: weights
+        ra[k] = __ldg(wa + v);  // pdl-pre-wait: weights
+#pragma unroll
+        for (int q = 0; q < kPer / 4; ++q) ru[k][q] = u4[v * (kPer / 4) + q];
+      }
+#pragma unroll
+      for (int k = 0; k < kGateBatch; ++k) {
+        const int v = v0 + k * kRecThreads;
+        if (v >= nvec) break;
+        float fb[kPer], fa[kPer];
+        weight_floats<WT>(rb[k], fb);
+        weight_floats<WT>(ra[k], fa);
+#pragma unroll
+        for (int q = 0; q < kPer / 4; ++q) {
+          const float4 x = ru[k][q];
+          sb = fmaf(fb[4 * q], x.x, sb);
+          sb = fmaf(fb[4 * q + 1], x.y, sb);
+          sb = fmaf(fb[4 * q + 2], x.z, sb);
+          sb = fmaf(fb[4 * q + 3], x.w, sb);
+          sa = fmaf(fa[4 * q], x.x, sa);
+          sa = fmaf(fa[4 * q + 1], x.y, sa);
+          sa = fmaf(fa[4 * q + 2], x.z, sa);
+          sa = fmaf(fa[4 * q + 3], x.w, sa);
+        }
       }
     }
     sb = warp_sum(sb);
@@ -356,6 +386,15 @@ __device__ __forceinline__ void project_gates_typed(const RecArgs& p, int h, flo
 }
 
 // ---- the recurrent kernel -------------------------------------------------------------------------
+
+// The conv channel of the fused kernel's channel i: q (i < D) and k (i < 2D) of key head kh, then
+// v of the CTA's 32 columns of value head h.
+template <int D>
+__device__ __forceinline__ int fused_conv_channel(int i, int kh, int h, int col0, int64_t key_dim) {
+  return i < D       ? kh * D + i
+         : i < 2 * D ? static_cast<int>(key_dim) + kh * D + (i - D)
+                     : 2 * static_cast<int>(key_dim) + h * D + col0 + (i - 2 * D);
+}
 
 // Grid (D / 32, n_v_heads). Warp w owns key rows [w * R, (w + 1) * R) of the CTA's 32 columns,
 // lane l column col0 + l, so M[i][j] of the slice sits in register m[i - w * R] of that lane. Each
@@ -387,6 +426,11 @@ __global__ void __launch_bounds__(kRecThreads, rec_min_ctas_per_sm(D, kConv, kNo
   __shared__ GateOperands gate_ops;                  // b, a, A, dt_bias of the rows' gates, copied early
   __shared__ NormOperands norm_ops;                  // kNorm: z and the weights, copied early
   __shared__ float gate_part[kRecWarps][2 * kMaxWindowRows];  // p.proj_w: the warps' b / a sums
+  // kConv: channel i's taps, history rows 0 .. K - 2 and the window's rows (conv_in[K - 1 + t]),
+  // each copied by the thread that computes channel i.
+  constexpr int kConvCh = kConv ? 2 * D + kRecCols : 1;
+  __shared__ float conv_taps[kConv ? kGdnMaxConvKernel : 1][kConvCh];
+  __shared__ float conv_in[kConv ? kGdnMaxConvKernel - 1 + kMaxWindowRows : 1][kConvCh];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int h = blockIdx.y;
@@ -421,12 +465,33 @@ __global__ void __launch_bounds__(kRecThreads, rec_min_ctas_per_sm(D, kConv, kNo
 #pragma unroll
   for (int r = 0; r < R; ++r) m[r] = __ldcs(p.state_in + sbase + static_cast<int64_t>(row0 + r) * D);  // pdl-pre-wait: state
 
+  // kConv: the conv's inputs go to shared memory by cp.async, so that their round trips overlap
+  // the state's and the gate projection's instead of following them (the conv computed from
+  // them after project_gates). The taps and history rows 0 .. K - 2 before pdl_wait, on the same
+  // grounds as the state (only this launch writes the layer's history within a window, and only
+  // rows K - 1 ...); the window's rows after it. With the gate loads batched (project_gates):
+  // H100, iq3_xxs 48 layers, 4.385 -> 4.327 ms a token at T = 1, 7.188 -> 7.174 ms a T = 4 window
+  // (bench/results/2026-12-07-h100-gdn-conv-staged).
+  if constexpr (kConv) {
+    for (int i = static_cast<int>(threadIdx.x); i < kConvCh; i += kRecThreads) {
+      const int64_t ch = fused_conv_channel<D>(i, kh, h, col0, key_dim);
+      for (int j = 0; j < p.K; ++j) cp_async4(&conv_taps[j][i], p.conv_w + ch * p.K + j);  // pdl-pre-wait: weights
+      for (int j = 0; j + 1 < p.K; ++j) cp_async4(&conv_in[j][i], p.hist + j * p.conv_dim + ch);  // pdl-pre-wait: state
+    }
+  }
+
   pdl_launch_dependents();
   pdl_wait();  // everything below reads state or activations written by earlier kernels
   if (gate_thread && !projected) {
     const int t = threadIdx.x;
     cp_async4(&gate_ops.b[t], p.b + t * p.ba_stride + h);
     cp_async4(&gate_ops.a[t], p.a + t * p.ba_stride + h);
+  }
+  if constexpr (kConv) {
+    for (int i = static_cast<int>(threadIdx.x); i < kConvCh; i += kRecThreads) {
+      const int64_t ch = fused_conv_channel<D>(i, kh, h, col0, key_dim);
+      for (int t = 0; t < p.T; ++t) cp_async4(&conv_in[p.K - 1 + t][i], p.m + t * p.m_stride + ch);
+    }
   }
   cp_async_commit();  // the gate group (with the norm weights)
   if constexpr (kNorm) {
@@ -437,30 +502,17 @@ __global__ void __launch_bounds__(kRecThreads, rec_min_ctas_per_sm(D, kConv, kNo
   if constexpr (kConv) {
     if (projected) project_gates_typed(p, h, gate_part);  // read after the barrier below
     const bool owns_qk = h == kh && blockIdx.x == 0;
-    for (int i = static_cast<int>(threadIdx.x); i < 2 * D + kRecCols; i += kRecThreads) {
-      int ch;
-      float* y;
-      int y_stride;
-      bool write;
-      if (i < D) {
-        ch = kh * D + i;
-        y = &qn[0][i];
-        y_stride = D;
-        write = owns_qk;
-      } else if (i < 2 * D) {
-        ch = static_cast<int>(key_dim) + kh * D + (i - D);
-        y = &kn[0][i - D];
-        y_stride = D;
-        write = owns_qk;
-      } else {
-        ch = 2 * static_cast<int>(key_dim) + h * D + col0 + (i - 2 * D);
-        y = &vs[0][i - 2 * D];
-        y_stride = kRecCols;
-        write = true;
-      }
+    cp_async_wait<kNorm ? 1 : 0>();  // the gate group, which holds this thread's conv inputs
+    for (int i = static_cast<int>(threadIdx.x); i < kConvCh; i += kRecThreads) {
+      const int ch = fused_conv_channel<D>(i, kh, h, col0, key_dim);
+      float* y = i < D ? &qn[0][i] : i < 2 * D ? &kn[0][i - D] : &vs[0][i - 2 * D];
+      const int y_stride = i < 2 * D ? D : kRecCols;
+      const bool write = i < 2 * D ? owns_qk : true;
       float w[kGdnMaxConvKernel];
-      load_taps(p.conv_w, ch, p.K, w);
-      conv_channel(p.m, p.m_stride, w, p.hist, p.conv_dim, p.K, p.T, ch, write, p.c_out, y, y_stride);
+#pragma unroll
+      for (int j = 0; j < kGdnMaxConvKernel; ++j) w[j] = j < p.K ? conv_taps[j][i] : 0.0f;
+      const ConvInputs in{&conv_in[0][i], kConvCh, &conv_in[p.K - 1][i], kConvCh};
+      conv_channel(in, w, p.hist, p.conv_dim, p.K, p.T, ch, write, p.c_out, y, y_stride);
     }
     __syncthreads();
   }
