@@ -9,8 +9,9 @@
 # every round's JSON is left in $OUT/ab/, packed into $OUT/ab-run.tgz, the summary in
 # $OUT/ab-summary.txt.
 #
-# Making an arm's folder from a branch (on the developer machine; folders that git does not ignore
-# travel with the working tree):
+# Making arm folders from patch files: bench/ab-arms.sh NAME=PATCH[+PATCH ...] (scratch/arms/NAME,
+# sent with the run's carry). From a branch (on the developer machine; folders that git does not
+# ignore travel with the working tree):
 #   git diff --name-only main BRANCH | while read -r f; do
 #     mkdir -p "scratch/b/$(dirname "$f")"; git show "BRANCH:$f" >"scratch/b/$f"; done
 # Usage (device): STRATA_AB_B="scratch/b1 scratch/b2 ..." [STRATA_AB_ROUNDS=3]
