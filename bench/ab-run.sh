@@ -10,8 +10,8 @@
 # $OUT/ab-summary.txt.
 #
 # Making arm folders from patch files: bench/ab-arms.sh NAME=PATCH[+PATCH ...] (scratch/arms/NAME,
-# sent with the run's carry). From a branch (on the developer machine; folders that git does not
-# ignore travel with the working tree):
+# sent with the run's carry: scratch/ is git-ignored). From a branch, on the developer machine (a
+# folder under scratch/ goes in the carry too):
 #   git diff --name-only main BRANCH | while read -r f; do
 #     mkdir -p "scratch/b/$(dirname "$f")"; git show "BRANCH:$f" >"scratch/b/$f"; done
 # Usage (device): STRATA_AB_B="scratch/b1 scratch/b2 ..." [STRATA_AB_ROUNDS=3]
