@@ -54,31 +54,59 @@ __device__ double block_sum(double v, double* red) {
   return total;
 }
 
-// buf (n values in shared memory, written and synced by the caller) -> dst: rmsnorm * w, then
-// rotate-half RoPE of the first 2 * rf.half dims at position p.
+// What a thread of norm_rope_store needs besides the vector itself, for its elements
+// i = threadIdx.x + k * kPrepThreads: the norm weight and the RoPE cos / sin at position p. They
+// depend only on weights and the position, so attn_prep_kernel forms them before its PDL wait.
+constexpr int kPrepPerThread = kMaxVector / kPrepThreads;
+struct RowOperands {
+  float w[kPrepPerThread], c[kPrepPerThread], s[kPrepPerThread];
+};
+
+__device__ RowOperands row_operands(int n, const float* __restrict__ w, const RopeFreqs& rf, int64_t p) {
+  RowOperands o{};
+  const float fp = static_cast<float>(p);
+#pragma unroll
+  for (int k = 0; k < kPrepPerThread; ++k) {
+    const int i = static_cast<int>(threadIdx.x) + k * kPrepThreads;
+    if (i >= n) break;
+    o.w[k] = w[i];
+    if (i < 2 * rf.half) {
+      const int slot = i < rf.half ? i : i - rf.half;
+      const float angle = __fmul_rn(fp, rf.inv_freq[slot]);
+      // cos/sin in double, rounded once: the correctly rounded float the host's cosf/sinf give.
+      o.c[k] = static_cast<float>(cos(static_cast<double>(angle)));
+      o.s[k] = static_cast<float>(sin(static_cast<double>(angle)));
+    }
+  }
+  return o;
+}
+
+// buf (n <= kMaxVector values in shared memory, written and synced by the caller) -> dst: rmsnorm
+// * w, then rotate-half RoPE of the first 2 * rf.half dims, with the thread's operands o.
 template <int kThreads>
-__device__ void norm_rope_store(float* buf, int n, const float* __restrict__ w, float eps, const RopeFreqs& rf,
-                                int64_t p, float* __restrict__ dst, double* red) {
+__device__ void norm_rope_store(float* buf, int n, const RowOperands& o, float eps, const RopeFreqs& rf,
+                                float* __restrict__ dst, double* red) {
+  static_assert(kThreads == kPrepThreads, "RowOperands holds the elements of kPrepThreads threads");
   double ss = 0.0;
   for (int i = threadIdx.x; i < n; i += kThreads) ss += static_cast<double>(buf[i]) * buf[i];
   ss = block_sum<kThreads>(ss, red);
   const float mean = static_cast<float>(ss / static_cast<double>(n));
   const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
-  for (int i = threadIdx.x; i < n; i += kThreads) buf[i] = __fmul_rn(__fmul_rn(buf[i], r), w[i]);
+#pragma unroll
+  for (int k = 0; k < kPrepPerThread; ++k) {
+    const int i = static_cast<int>(threadIdx.x) + k * kThreads;
+    if (i < n) buf[i] = __fmul_rn(__fmul_rn(buf[i], r), o.w[k]);
+  }
   __syncthreads();
   const int half = rf.half;
-  const float fp = static_cast<float>(p);
-  for (int i = threadIdx.x; i < n; i += kThreads) {
+#pragma unroll
+  for (int k = 0; k < kPrepPerThread; ++k) {
+    const int i = static_cast<int>(threadIdx.x) + k * kThreads;
+    if (i >= n) break;
     float y = buf[i];
-    if (i < 2 * half) {
-      const int slot = i < half ? i : i - half;
-      const float angle = __fmul_rn(fp, rf.inv_freq[slot]);
-      // cos/sin in double, rounded once: the correctly rounded float the host's cosf/sinf give.
-      const float c = static_cast<float>(cos(static_cast<double>(angle)));
-      const float s = static_cast<float>(sin(static_cast<double>(angle)));
-      y = i < half ? __fadd_rn(__fmul_rn(buf[i], c), __fmul_rn(-buf[i + half], s))
-                   : __fadd_rn(__fmul_rn(buf[i], c), __fmul_rn(buf[i - half], s));
-    }
+    if (i < 2 * half)
+      y = i < half ? __fadd_rn(__fmul_rn(buf[i], o.c[k]), __fmul_rn(-buf[i + half], o.s[k]))
+                   : __fadd_rn(__fmul_rn(buf[i], o.c[k]), __fmul_rn(buf[i - half], o.s[k]));
     dst[i] = y;
   }
 }
@@ -96,8 +124,8 @@ struct PrepKernelArgs {
 // Block b's key: its raw index keys pooled (fp32 sum in token order, then / ratio), ik_norm,
 // RoPE at the block's first position, into cache.block_k. Tokens before pos come from the cache,
 // the window's own from ik (other CTAs of the launch append them to the cache: the same values).
-__device__ void block_key_store(const PrepKernelArgs& p, const RopeFreqs& rf, int64_t pos, int64_t b, float* buf,
-                                double* red) {
+__device__ void block_key_store(const PrepKernelArgs& p, const RopeFreqs& rf, const RowOperands& o, int64_t pos,
+                                int64_t b, float* buf, double* red) {
   for (int a = threadIdx.x; a < p.id; a += kPrepThreads) {
     float sum = 0.0f;
     for (int r = 0; r < p.ratio; ++r) {
@@ -108,57 +136,81 @@ __device__ void block_key_store(const PrepKernelArgs& p, const RopeFreqs& rf, in
     buf[a] = __fdiv_rn(sum, static_cast<float>(p.ratio));
   }
   __syncthreads();
-  norm_rope_store<kPrepThreads>(buf, p.id, p.a.ik_norm, p.eps, rf, b * p.ratio, p.cache.block_k + b * p.id, red);
+  norm_rope_store<kPrepThreads>(buf, p.id, o, p.eps, rf, p.cache.block_k + b * p.id, red);
 }
 
 // One CTA per head vector: T*nh queries, then T*nkv keys (with their values), then (QSA) T*nih
 // indexer queries and T raw index keys; the CTA of a raw key that completes a block (its token the
 // block's last) also forms the block's key (block_key_store), so no launch of its own follows.
+//
+// The CTA's role, pos and its threads' norm weights and RoPE cos / sin are formed before pdl_wait
+// (pos is the host's copy ahead of the window's graph, which the window's first kernel waits for
+// in full; the rest are weights), so that after the wait only the vector's loads and the norm's
+// reduction remain on the step's path.
 __global__ void __launch_bounds__(kPrepThreads) attn_prep_kernel(PrepKernelArgs p, RopeFreqs rf) {
   __shared__ float buf[kMaxVector];
   __shared__ double red[kPrepThreads / 32];
   pdl_launch_dependents();
-  pdl_wait();
-  const int64_t pos = *p.pos;
+  const int64_t pos = *p.pos;  // pdl-pre-wait: window input
   int i = blockIdx.x;
-  const float* src = nullptr;
+  enum { kQuery, kKey, kIndexQuery, kIndexKey } role;
   const float* w = nullptr;
-  float* dst = nullptr;
   int n = 0, t = 0;
+  int64_t rope_pos = 0;
+  bool completes_block = false;
   if (i < p.T * p.nh) {
+    role = kQuery;
     t = i / p.nh;
-    const int h = i % p.nh;
-    src = p.a.qg + t * p.qg_stride + static_cast<int64_t>(h) * 2 * p.hd;
-    dst = p.a.q_out + static_cast<int64_t>(t * p.nh + h) * p.hd;
     w = p.a.q_norm;
     n = p.hd;
   } else if ((i -= p.T * p.nh) < p.T * p.nkv) {
+    role = kKey;
     t = i / p.nkv;
+    w = p.a.k_norm;
+    n = p.hd;
+  } else if ((i -= p.T * p.nkv) < p.T * p.nih) {
+    role = kIndexQuery;
+    t = i / p.nih;
+    w = p.a.iq_norm;
+    n = p.id;
+  } else {
+    role = kIndexKey;
+    t = i - p.T * p.nih;
+    completes_block = (pos + t + 1) % p.ratio == 0;
+    if (completes_block) {  // the block key's operands: ik_norm, RoPE at the block's first position
+      w = p.a.ik_norm;
+      n = p.id;
+    }
+  }
+  rope_pos = role == kIndexKey ? (pos + t) / p.ratio * p.ratio : pos + t;
+  const RowOperands o = n > 0 ? row_operands(n, w, rf, rope_pos) : RowOperands{};  // pdl-pre-wait: weights
+  pdl_wait();
+  const float* src = nullptr;
+  float* dst = nullptr;
+  if (role == kQuery) {
+    const int h = i % p.nh;
+    src = p.a.qg + t * p.qg_stride + static_cast<int64_t>(h) * 2 * p.hd;
+    dst = p.a.q_out + static_cast<int64_t>(t * p.nh + h) * p.hd;
+  } else if (role == kKey) {
     if (pos + t >= p.max_ctx) return;  // the caller keeps pos + T <= max_ctx; never write past the cache
     const int64_t row = t * p.kv_stride + static_cast<int64_t>(i % p.nkv) * p.hd;
     const int64_t crow = ((pos + t) * p.nkv + i % p.nkv) * p.hd;
     for (int j = threadIdx.x; j < p.hd; j += kPrepThreads) p.cache.v[crow + j] = p.a.v[row + j];
     src = p.a.k + row;
     dst = p.cache.k + crow;
-    w = p.a.k_norm;
-    n = p.hd;
-  } else if ((i -= p.T * p.nkv) < p.T * p.nih) {
-    t = i / p.nih;
+  } else if (role == kIndexQuery) {
     src = p.a.iq + t * p.iq_stride + static_cast<int64_t>(i % p.nih) * p.id;
     dst = p.a.qi_out + static_cast<int64_t>(t * p.nih + i % p.nih) * p.id;
-    w = p.a.iq_norm;
-    n = p.id;
   } else {
-    t = i - p.T * p.nih;
     if (pos + t >= p.max_ctx) return;
     for (int j = threadIdx.x; j < p.id; j += kPrepThreads)
       p.cache.index_k[(pos + t) * p.id + j] = p.a.ik[t * p.ik_stride + j];
-    if ((pos + t + 1) % p.ratio == 0) block_key_store(p, rf, pos, (pos + t) / p.ratio, buf, red);
+    if (completes_block) block_key_store(p, rf, o, pos, (pos + t) / p.ratio, buf, red);
     return;
   }
   for (int j = threadIdx.x; j < n; j += kPrepThreads) buf[j] = src[j];
   __syncthreads();
-  norm_rope_store<kPrepThreads>(buf, n, w, p.eps, rf, pos + t, dst, red);
+  norm_rope_store<kPrepThreads>(buf, n, o, p.eps, rf, dst, red);
 }
 
 // ---- attn_decode ------------------------------------------------------------------------------

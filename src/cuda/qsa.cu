@@ -47,29 +47,65 @@ struct ScoreArgs {
   float sqrt_d;
 };
 
+// Widens rows 0 .. rows - 1 of src (d floats each, contiguous; rows >= 1) into dst's rows of dp
+// doubles, a thread's column of kBatch rows loaded before any is stored: one memory round trip a
+// batch (as a plain loop, ptxas kept four loads in flight, and a T = 1 CTA's keys and queries took
+// three). Rows, not elements, so that no index needs a division by the runtime d. The loads past
+// the last row read the last row again instead of being skipped: predicated loads were each moved
+// next to their store by ptxas, one round trip a row.
+template <int kBatch>
+__device__ __forceinline__ void widen_rows(const float* src, int rows, int d, int dp, double* dst) {
+  for (int r0 = 0; r0 < rows; r0 += kBatch) {
+    for (int c = threadIdx.x; c < d; c += kScoreThreads) {
+      float v[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) v[k] = src[static_cast<int64_t>(min(r0 + k, rows - 1)) * d + c];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k)
+        if (r0 + k < rows) dst[(r0 + k) * dp + c] = v[k];
+    }
+  }
+}
+
 // CTA c scores blocks 8c .. 8c + 7 for every sparse row. Thread (row t, block, head h, chain k)
 // runs one of reference::dot's four accumulators; a second phase combines them as
 // (s0 + s1) + (s2 + s3) and sums relu over the heads in head order, so each score is the
 // reference's sequence of roundings exactly, only spread over 4 * nih threads.
+//
+// pos and the keys of the blocks completed before the window (b < nb_done) are read before
+// pdl_wait: pos is the host's copy ahead of the window's graph, which the window's first kernel
+// waits for in full, and a block's key is written only by the window that completes it (a
+// rejected draft's block is completed again by a later window, at b >= that window's nb_done).
+// Their round trips then overlap the kernels ahead; after the wait come the queries and the keys
+// of the blocks this window completes (attn_prep's), one round trip together.
 __global__ void __launch_bounds__(kScoreThreads) qsa_score_kernel(ScoreArgs a) {
   pdl_launch_dependents();
-  pdl_wait();
   extern __shared__ double smem_d[];
   const int dp = score_row_stride(a.d);
   double* keys = smem_d;                      // [8, dp]
   double* q = keys + kBlocksPerCta * dp;      // [T * nih, dp]
   double* part = q + a.T * a.nih * dp;        // [T, 8, nih, 4] accumulators
-  const int64_t pos = *a.pos;
+  const int64_t pos = *a.pos;                 // pdl-pre-wait: window input
   const int64_t nb_last = (pos + a.T) / a.ratio;  // the last row sees the most blocks
+  const int64_t nb_done = pos / a.ratio;          // blocks complete before the window
   const int64_t b0 = static_cast<int64_t>(blockIdx.x) * kBlocksPerCta;
-  if (b0 >= nb_last || nb_last <= a.top_blocks) return;  // no block here, or every row dense
-  for (int i = threadIdx.x; i < kBlocksPerCta * a.d; i += kScoreThreads) {
-    const int bl = i / a.d, c = i % a.d;
-    const int64_t b = b0 + bl;
-    keys[bl * dp + c] = b < nb_last ? a.block_k[b * a.d + c] : 0.0;
+  const bool idle = b0 >= nb_last || nb_last <= a.top_blocks;  // no block here, or every row dense
+  // The CTA's key rows 0 .. k_old - 1 were complete before the window, k_old .. k_new - 1 are
+  // completed by it, k_new .. 7 lie past nb_last (zeros). Used only when the CTA is not idle.
+  const int k_new = static_cast<int>(nb_last - b0 < kBlocksPerCta ? nb_last - b0 : kBlocksPerCta);
+  const int64_t done_here = nb_done - b0;
+  const int k_old = done_here <= 0 ? 0 : done_here < k_new ? static_cast<int>(done_here) : k_new;
+  const float* k0 = a.block_k + b0 * a.d;  // key row b0 + r at k0 + r * d
+  if (!idle) {
+    if (k_old > 0) widen_rows<kBlocksPerCta>(k0, k_old, a.d, dp, keys);  // pdl-pre-wait: keys complete before the window
+    for (int i = k_new * a.d + threadIdx.x; i < kBlocksPerCta * a.d; i += kScoreThreads)
+      keys[i / a.d * dp + i % a.d] = 0.0;
   }
-  const int qn = a.T * a.nih * a.d;
-  for (int i = threadIdx.x; i < qn; i += kScoreThreads) q[i / a.d * dp + i % a.d] = a.qi[i];
+  pdl_wait();
+  if (idle) return;
+  if (k_new > k_old) widen_rows<kBlocksPerCta>(k0 + k_old * a.d, k_new - k_old, a.d, dp, keys + k_old * dp);
+  // 16 rows a batch: a T = 4 window's queries (4 indexer heads) in one round trip.
+  widen_rows<16>(a.qi, a.T * a.nih, a.d, dp, q);
   __syncthreads();
   const int per_block = a.nih * kDotChains;
   for (int i = threadIdx.x; i < a.T * kBlocksPerCta * per_block; i += kScoreThreads) {
