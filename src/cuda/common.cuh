@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
 #include "strata/common/status.h"
@@ -49,6 +50,53 @@ __device__ __forceinline__ void cluster_arrive_release() {
 __device__ __forceinline__ void cluster_wait_acquire() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
+// Pushing partial results into rank 0's shared memory without the release half of the cluster
+// barrier (sm_90). Rank 0 arms an mbarrier with the bytes it will receive before its phase-1
+// arrive (cluster_push_init); every other rank, after its phase-1 wait, stores with st.async,
+// each store counting its bytes on that mbarrier (cluster_push), and leaves; rank 0 waits for the
+// count (cluster_push_wait). The complete_tx of st.async releases the store at cluster scope, so
+// no fence is needed behind the stores, where the release arrive (barrier.cluster.arrive.release)
+// waited for every earlier memory operation of the CTA.
+// `bar` is rank 0's mbarrier, one 8-byte word of its shared memory used for one launch.
+__device__ __forceinline__ void cluster_push_init(uint64_t* bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+// The shared::cluster address of `p` (this CTA's shared memory) in rank `rank`'s.
+__device__ __forceinline__ unsigned cluster_rank_addr(const void* p, unsigned rank) {
+  unsigned r = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))), "r"(rank));
+#endif
+  return r;
+}
+// One float into another rank's shared memory (dst, bar: cluster_rank_addr's), counted on bar.
+__device__ __forceinline__ void cluster_push(unsigned dst, float v, unsigned bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(dst), "r"(__float_as_uint(v)),
+               "r"(bar)
+               : "memory");
+#endif
+}
+// Rank 0: until every byte cluster_push_init announced has arrived, then the stores are visible.
+__device__ __forceinline__ void cluster_push_wait(uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], 0;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(b)
+      : "memory");
 #endif
 }
 

@@ -161,9 +161,10 @@ constexpr int kMaxClusterStreams = 8;  // the portable cluster size
 // 128 KB, under the 227 KB a CTA may have.
 constexpr int kMaxStagedFloats = 4096;
 
-// Each CTA pushes its partial sums into rank 0's shared memory (common.cuh's cluster barrier
-// halves): rank 0 then reads them locally, and no CTA has to stay resident until rank 0 is done
-// with its shared memory (a second barrier).
+// Each CTA pushes its partial sums into rank 0's shared memory by st.async, counted on an
+// mbarrier of rank 0 (common.cuh's cluster_push): rank 0 then reads them locally, no CTA has to
+// stay resident until rank 0 is done with its shared memory (a second barrier), and no CTA fences
+// its stores (the release half of a cluster barrier) before leaving.
 
 // kN consecutive floats (kN a multiple of 4, 16-byte aligned) from global memory.
 template <int kN>
@@ -331,10 +332,13 @@ __global__ void __launch_bounds__(kPreThreads, 3) hc_pre_kernel(const HcPreParam
   __shared__ float rms[kMaxWindowRows];
   __shared__ float red[kPreWarps][kRows][kMaxWindowRows];
   __shared__ float part_all[kMaxClusterStreams][kRows * kMaxWindowRows];  // rank 0's: stream k's dot products
+  __shared__ uint64_t part_bar;  // rank 0's: counts the bytes pushed into part_all
   extern __shared__ float4 xs[];  // kPreStaged: [p.T][H / 4], this stream's X (stage_x)
   const cg::cluster_group cluster = cg::this_cluster();
-  cluster_arrive_relaxed();  // phase 1
   const int sid = static_cast<int>(cluster.block_rank());
+  // Rank 0 stores its own partials itself; the other S - 1 ranks push theirs.
+  if (sid == 0 && threadIdx.x == 0) cluster_push_init(&part_bar, (p.S - 1) * kRows * kMaxWindowRows * sizeof(float));
+  cluster_arrive_relaxed();  // phase 1
   const int row0 = static_cast<int>(blockIdx.x) / p.S * kRows;
   const int nvec = p.H / kVec;
   const int64_t col0 = static_cast<int64_t>(sid) * p.H;  // the stream's first column of a wide row
@@ -465,11 +469,15 @@ __global__ void __launch_bounds__(kPreThreads, 3) hc_pre_kernel(const HcPreParam
       for (int k = 0; k < kPreWarps; ++k) v += red[k][r][t];
       v *= scale;
     }
-    cluster.map_shared_rank(part_all[sid], 0)[threadIdx.x] = v;
+    if (sid == 0) {
+      part_all[0][threadIdx.x] = v;
+    } else {
+      cluster_push(cluster_rank_addr(&part_all[sid][threadIdx.x], 0), v, cluster_rank_addr(&part_bar, 0));
+    }
   }
-  cluster_arrive_release();  // phase 2: this stream's partials are in rank 0
   if (sid != 0) return;
-  cluster_wait_acquire();
+  cluster_push_wait(&part_bar);  // the other streams' partials are in
+  __syncthreads();               // and this stream's, stored by other threads of the CTA
   if (threadIdx.x < kRows * kMaxWindowRows) {
     const int r = threadIdx.x / kMaxWindowRows, t = threadIdx.x % kMaxWindowRows, gr = row0 + r;
     if (t < p.T && gr < p.n_out) {
@@ -528,10 +536,13 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
   constexpr int kVec = kWeightsPerVec<WT>;
   __shared__ float prod_all[kMaxClusterStreams][kMaxWindowRows * kPostCols];  // rank 0's: stream k's sigmoid(g) * xn
   __shared__ __align__(16) float ublk[kMaxWindowRows][kPostCols];
+  __shared__ uint64_t prod_bar;  // rank 0's: counts the bytes pushed into prod_all
   extern __shared__ float4 rs[];  // kStagedRows: [rank][kT / 4], r with a k's window rows side by side
   const cg::cluster_group cluster = cg::this_cluster();
-  cluster_arrive_relaxed();  // phase 1
   const int sid = static_cast<int>(cluster.block_rank());
+  // Rank 0 stores its own products itself; the other S - 1 ranks push theirs.
+  if (sid == 0 && threadIdx.x == 0) cluster_push_init(&prod_bar, (p.S - 1) * p.T * kPostCols * sizeof(float));
+  cluster_arrive_relaxed();  // phase 1
   const int blk = static_cast<int>(blockIdx.x) / p.S;
   const int c = threadIdx.x / kLanesPerRow, sub = threadIdx.x % kLanesPerRow;  // column in the block, K part
   const int64_t wide = static_cast<int64_t>(p.S) * p.H;
@@ -631,17 +642,22 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
     for (int o = 1; o < kLanesPerRow; o <<= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], o);
   cluster_wait_acquire();  // phase 1: every CTA of the cluster has started
   if (sub == 0) {
-    float* prod = cluster.map_shared_rank(prod_all[sid], 0);
+    const unsigned prod = cluster_rank_addr(&prod_all[sid][c], 0), bar = cluster_rank_addr(&prod_bar, 0);
 #pragma unroll
     for (int t = 0; t < kT; ++t) {
       if (t >= p.T) break;
       const float xn = __fmul_rn(__fmul_rn(xv[t], ir[t]), nw);
-      prod[t * kPostCols + c] = __fmul_rn(sigmoid_f(acc[t]), xn);
+      const float v = __fmul_rn(sigmoid_f(acc[t]), xn);
+      if (sid == 0) {
+        prod_all[0][t * kPostCols + c] = v;
+      } else {
+        cluster_push(prod + t * kPostCols * sizeof(float), v, bar);
+      }
     }
   }
-  cluster_arrive_release();  // phase 2: this stream's products are in rank 0
   if (sid != 0) return;
-  cluster_wait_acquire();
+  cluster_push_wait(&prod_bar);  // the other streams' products are in
+  __syncthreads();               // and this stream's, stored by other threads of the CTA
   {
     const int t = threadIdx.x / kPostCols, j = threadIdx.x % kPostCols;  // 256 threads = 8 rows of 32
     if (t < p.T) {
