@@ -21,8 +21,6 @@
 // columns the same lane layout.
 #include "gdn.h"
 
-#include <cooperative_groups.h>
-
 #include <string>
 
 #include "common.cuh"
@@ -32,8 +30,6 @@
 
 namespace strata::cuda {
 namespace {
-
-namespace cg = cooperative_groups;
 
 constexpr int kConvThreads = 128;
 
@@ -257,35 +253,45 @@ __device__ __forceinline__ void copy_norm_z(const RecArgs& p, int h, int col0, N
 
 // gdn_gated_norm_kernel's y (and y_q8) for this CTA's 32 columns of head h, bit for bit. That
 // kernel's lane l sums fmaf(o_i, o_i) over i = l, l + 32, l + 64, ... in order, then the warp
-// butterfly; o_{l + 32c} is lane l's column of the head's CTA c (cluster rank c = blockIdx.x), so
-// warp t reads row t of every CTA's o_blk through DSMEM in rank order and sums alike. Then warps
-// 0 and 1 write the CTA's columns of four rows each, eight lanes per row with four consecutive
-// values, from the operands copied early (ops): the CTA's 32 columns are one q8_1 block, in
-// gdn_gated_norm_kernel's lane layout.
+// butterfly; o_{l + 32c} is lane l's column of the head's CTA c (cluster rank c = blockIdx.x).
+// Every CTA pushes its o rows into every other CTA's o_all[c] by st.async, counted on that CTA's
+// o_bar (common.cuh's cluster_push; armed at the kernel's start, before its phase-1 arrive), so
+// warp t then reads row t of every rank from its own shared memory in rank order and sums alike:
+// no cluster barrier with release semantics, and no CTA stays resident for the others' reads.
+// Then warps 0 and 1 write the CTA's columns of four rows each, eight lanes per row with four
+// consecutive values, from the operands copied early (ops): the CTA's 32 columns are one q8_1
+// block, in gdn_gated_norm_kernel's lane layout.
 template <int D>
 __device__ __forceinline__ void gated_norm_epilogue(const RecArgs& p, int h, int col0,
-                                                    float (&o_blk)[kMaxWindowRows][kRecCols],
-                                                    float (&inv)[kMaxWindowRows], const NormOperands& ops) {
+                                                    float (&o_all)[D / kRecCols][kMaxWindowRows][kRecCols],
+                                                    uint64_t& o_bar, float (&inv)[kMaxWindowRows],
+                                                    const NormOperands& ops) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   __trap();  // thread-block clusters need sm_90; gdn_fused_norm_supported() keeps older devices off this path
 #else
-  const cg::cluster_group cluster = cg::this_cluster();
+  constexpr int kRanks = D / kRecCols;
+  const int rank = static_cast<int>(blockIdx.x);
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-  cp_async_wait<0>();  // this thread's copies of ops have landed; the barrier below shows them to all
-  cluster.sync();      // every CTA's o_blk rows are written and visible to the cluster
+  cp_async_wait<0>();      // this thread's copies of ops have landed; the barrier below shows them to all
+  __syncthreads();         // warp 0's o rows in o_all[rank], and ops
+  cluster_wait_acquire();  // phase 1: every CTA of the head has started and armed its o_bar
+  if (warp < p.T) {
+    const float x = o_all[rank][warp][lane];
+#pragma unroll
+    for (int c = 0; c < kRanks; ++c)
+      if (c != rank) cluster_push(cluster_rank_addr(&o_all[rank][warp][lane], c), x, cluster_rank_addr(&o_bar, c));
+  }
+  cluster_push_wait(&o_bar);  // the other ranks' rows are in
   if (warp < p.T) {
     float ss = 0.0f;
 #pragma unroll
-    for (int c = 0; c < D / kRecCols; ++c) {
-      const float x = cluster.map_shared_rank(&o_blk[warp][0], c)[lane];
+    for (int c = 0; c < kRanks; ++c) {
+      const float x = o_all[c][warp][lane];
       ss = fmaf(x, x, ss);
     }
     ss = warp_sum(ss);
     if (lane == 0) inv[warp] = gated_norm_scale(ss, D, p.eps);
   }
-  // Done with the other CTAs' o_blk: arrive now, wait before leaving (below), so that no CTA
-  // exits, freeing its shared memory, while another still reads it.
-  auto done_reading = cluster.barrier_arrive();
   __syncthreads();  // inv
   if (warp < kMaxWindowRows / kNormRowsPerWarp) {
     const int t = warp * kNormRowsPerWarp + (lane >> 3), part = lane & 7;
@@ -297,14 +303,13 @@ __device__ __forceinline__ void gated_norm_epilogue(const RecArgs& p, int h, int
       const int64_t row = static_cast<int64_t>(t) * p.n_v_heads * D;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        v[e] = gated_norm_value(ops.w[j0 + e], o_blk[t][j0 + e], inv[t], ops.z[t][j0 + e]);
+        v[e] = gated_norm_value(ops.w[j0 + e], o_all[rank][t][j0 + e], inv[t], ops.z[t][j0 + e]);
         p.y[row + col + e] = v[e];
       }
     }
     if (p.y_q8)  // uniform: every lane of the warp reaches the quantizer's shuffles
       quantize_q8_1_quad(make_float4(v[0], v[1], v[2], v[3]), live, p.y_q8 + t * p.q8_stride, col / 32, part);
   }
-  cluster.barrier_wait(std::move(done_reading));
 #endif
 }
 
@@ -421,7 +426,10 @@ __global__ void __launch_bounds__(kRecThreads, rec_min_ctas_per_sm(D, kConv, kNo
   __shared__ float vs[kMaxWindowRows][kRecCols];
   __shared__ float decay[kMaxWindowRows], beta[kMaxWindowRows];
   __shared__ float part_r[kRecWarps][kRecCols], part_o[kRecWarps][kRecCols];
-  __shared__ float o_blk[kMaxWindowRows][kRecCols];  // kNorm: this CTA's o, read by the cluster
+  // kNorm: every column CTA's o rows of the head, o_all[rank][t][lane] (gated_norm_epilogue), and
+  // the mbarrier counting the other ranks' pushes into it.
+  __shared__ float o_all[kNorm ? D / kRecCols : 1][kMaxWindowRows][kRecCols];
+  __shared__ uint64_t o_bar;
   __shared__ float inv_rms[kMaxWindowRows];          // kNorm: the head's 1 / rms per row
   __shared__ GateOperands gate_ops;                  // b, a, A, dt_bias of the rows' gates, copied early
   __shared__ NormOperands norm_ops;                  // kNorm: z and the weights, copied early
@@ -438,6 +446,10 @@ __global__ void __launch_bounds__(kRecThreads, rec_min_ctas_per_sm(D, kConv, kNo
   const int row0 = warp * R;
   const int kh = h % p.n_k_heads;  // tiled order (reference key_head)
   const int64_t key_dim = static_cast<int64_t>(p.n_k_heads) * D;
+  if constexpr (kNorm) {  // the epilogue's o_bar armed for the other ranks' rows, before phase 1
+    if (threadIdx.x == 0) cluster_push_init(&o_bar, (D / kRecCols - 1) * p.T * kRecCols * sizeof(float));
+    cluster_arrive_relaxed();  // phase 1 (gated_norm_epilogue waits)
+  }
 
   // Every input that no computation of the kernel produces is requested up front, so that the
   // latencies overlap one another, the state loads and the conv instead of adding up along the
@@ -599,14 +611,14 @@ __global__ void __launch_bounds__(kRecThreads, rec_min_ctas_per_sm(D, kConv, kNo
 #pragma unroll
       for (int w = 0; w < kRecWarps; ++w) o += part_o[w][lane];
       p.out[static_cast<int64_t>(t) * p.n_v_heads * D + static_cast<int64_t>(h) * D + col0 + lane] = o;
-      if constexpr (kNorm) o_blk[t][lane] = o;
+      if constexpr (kNorm) o_all[blockIdx.x][t][lane] = o;
     }
   }
 
   // Each element is read and written by the same thread, so state_in == state_out is safe.
 #pragma unroll
   for (int r = 0; r < R; ++r) __stcs(p.state_out + sbase + static_cast<int64_t>(row0 + r) * D, m[r]);
-  if constexpr (kNorm) gated_norm_epilogue<D>(p, h, col0, o_blk, inv_rms, norm_ops);
+  if constexpr (kNorm) gated_norm_epilogue<D>(p, h, col0, o_all, o_bar, inv_rms, norm_ops);
 }
 
 // ---- gdn_gated_norm ------------------------------------------------------------------------------
