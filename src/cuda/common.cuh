@@ -53,14 +53,16 @@ __device__ __forceinline__ void cluster_wait_acquire() {
 #endif
 }
 
-// Pushing partial results into rank 0's shared memory without the release half of the cluster
-// barrier (sm_90). Rank 0 arms an mbarrier with the bytes it will receive before its phase-1
-// arrive (cluster_push_init); every other rank, after its phase-1 wait, stores with st.async,
-// each store counting its bytes on that mbarrier (cluster_push), and leaves; rank 0 waits for the
-// count (cluster_push_wait). The complete_tx of st.async releases the store at cluster scope, so
-// no fence is needed behind the stores, where the release arrive (barrier.cluster.arrive.release)
-// waited for every earlier memory operation of the CTA.
-// `bar` is rank 0's mbarrier, one 8-byte word of its shared memory used for one launch.
+// Pushing values into another CTA's shared memory of the cluster without the release half of a
+// cluster barrier (sm_90). The receiving CTA (rank 0 of a reduction; every rank of an exchange)
+// arms an mbarrier with the bytes it will receive before its phase-1 arrive (cluster_push_init);
+// a sender, after its phase-1 wait, stores with st.async, each store counting its bytes on that
+// mbarrier (cluster_push), and may leave at once; the receiver waits for the count
+// (cluster_push_wait). The complete_tx of st.async releases the store at cluster scope, so no
+// fence is needed behind the stores, where the release arrive (barrier.cluster.arrive.release)
+// waited for every earlier memory operation of the CTA. A receiver leaves only after every push
+// into it has landed, so no sender writes into a CTA that has exited.
+// `bar` is the receiver's mbarrier, one 8-byte word of its shared memory used for one launch.
 __device__ __forceinline__ void cluster_push_init(uint64_t* bar, unsigned bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
@@ -85,7 +87,7 @@ __device__ __forceinline__ void cluster_push(unsigned dst, float v, unsigned bar
                : "memory");
 #endif
 }
-// Rank 0: until every byte cluster_push_init announced has arrived, then the stores are visible.
+// The receiver: until every byte cluster_push_init announced has arrived; then the stores are visible.
 __device__ __forceinline__ void cluster_push_wait(uint64_t* bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
