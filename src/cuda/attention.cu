@@ -156,7 +156,6 @@ __global__ void __launch_bounds__(kPrepThreads) attn_prep_kernel(PrepKernelArgs 
   enum { kQuery, kKey, kIndexQuery, kIndexKey } role;
   const float* w = nullptr;
   int n = 0, t = 0;
-  int64_t rope_pos = 0;
   bool completes_block = false;
   if (i < p.T * p.nh) {
     role = kQuery;
@@ -182,7 +181,7 @@ __global__ void __launch_bounds__(kPrepThreads) attn_prep_kernel(PrepKernelArgs 
       n = p.id;
     }
   }
-  rope_pos = role == kIndexKey ? (pos + t) / p.ratio * p.ratio : pos + t;
+  const int64_t rope_pos = role == kIndexKey ? (pos + t) / p.ratio * p.ratio : pos + t;
   const RowOperands o = n > 0 ? row_operands(n, w, rf, rope_pos) : RowOperands{};  // pdl-pre-wait: weights
   pdl_wait();
   const float* src = nullptr;
