@@ -21,6 +21,7 @@
 #include "head.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -117,8 +118,8 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* __r
 
 // A cluster of kArgmaxCluster CTAs per row (grid (kArgmaxCluster, T)): rank r scans the r-th
 // slice, so a row takes an eighth of the memory round trips one CTA needs (a 248320-logit row:
-// ~32 us on one SM of the H200); each rank stores its best into rank 0's shared memory
-// (common.cuh's barrier halves), which reduces them.
+// ~32 us on one SM of the H200); each other rank pushes its best into rank 0's shared memory by
+// st.async, counted on an mbarrier of rank 0 (common.cuh's cluster_push), and rank 0 reduces them.
 constexpr int kArgmaxCluster = 8;
 
 __global__ void __launch_bounds__(kArgmaxThreads) argmax_cluster_kernel(const float* __restrict__ logits, int64_t n,
@@ -128,19 +129,30 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_cluster_kernel(const fl
 #else
   __shared__ Best warps[kArgmaxThreads / 32];
   __shared__ Best ranks[kArgmaxCluster];  // rank 0's: each rank's best
+  __shared__ uint64_t ranks_bar;          // rank 0's: counts the bytes pushed into ranks
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  if (rank == 0 && threadIdx.x == 0) cluster_push_init(&ranks_bar, (kArgmaxCluster - 1) * sizeof(Best));
   cluster_arrive_relaxed();  // phase 1
   pdl_launch_dependents();
   pdl_wait();
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int rank = static_cast<int>(cluster.block_rank());
   const int64_t span = (n + kArgmaxCluster - 1) / kArgmaxCluster;
   const int64_t lo = rank * span, hi = lo + span < n ? lo + span : n;
   const Best b = cta_best(logits + static_cast<int64_t>(blockIdx.y) * n, lo, hi, warps);
-  cluster_wait_acquire();  // phase 1: every rank has started
-  if (threadIdx.x == 0) cluster.map_shared_rank(ranks, 0)[rank] = b;
-  cluster_arrive_release();  // phase 2
+  cluster_wait_acquire();  // phase 1: every rank has started, rank 0's ranks_bar is armed
+  if (threadIdx.x == 0) {
+    if (rank == 0) {
+      ranks[0] = b;
+    } else {
+      const unsigned dst = cluster_rank_addr(&ranks[rank], 0), bar = cluster_rank_addr(&ranks_bar, 0);
+      static_assert(sizeof(Best) == 8 && offsetof(Best, index) == 4, "a Best is pushed as two words");
+      cluster_push(dst, b.value, bar);
+      cluster_push(dst + 4, __int_as_float(b.index), bar);
+    }
+  }
   if (rank != 0) return;
-  cluster_wait_acquire();
+  cluster_push_wait(&ranks_bar);  // the other ranks' bests are in
+  __syncthreads();                // and this rank's, stored by thread 0
   if (threadIdx.x < 32) {
     const Best r = warp_best(threadIdx.x < kArgmaxCluster ? ranks[threadIdx.x] : Best{0.0f, -1});
     if (threadIdx.x == 0) out[blockIdx.y] = r.index;

@@ -533,13 +533,30 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps, kStaged>())
   // (staged, or toward L2) while the previous kernel drains; the grouping is read through L2
   // (ld.global.cg), as its writer completed before this launch started, not before the kernel
   // before it did.
+  // The first group's expert (and, in the forms of one entry a batch, its entry range) are read
+  // beside the group count: block row y < gridDim.y lies inside the grouping's arrays (the host
+  // sizes the grid by them: group_start has gridDim.y + 1 entries or more), and the values are
+  // used only when y < n_groups. Settled, they come before the wait, and after it the CTA goes
+  // straight to its entries' activations. The wider forms read the range in the group loop: the
+  // two more values live across their wait spilled 12 bytes more and measured slower at T = 4
+  // (bench/results/2026-12-07-moe-grouping-loads-arm).
+  constexpr bool kRangeAhead = kNB == 1;
+  const int y = static_cast<int>(blockIdx.y);
+  int n_groups = 0, e_first = 0, first0 = 0, last0 = 0;
   int wofs = -1;  // this thread's row in the staged tile, once requested
-  if (a.groups_settled && static_cast<int>(blockIdx.y) < __ldcg(a.n_groups)) {  // pdl-pre-wait: settled grouping
-    const int e = __ldcg(a.group_expert + blockIdx.y);                           // pdl-pre-wait: settled grouping
-    if constexpr (kStaged) {
-      wofs = stage_tile(a, e, tile_r0, tile_end, mine, stage);
-    } else {
-      prefetch_tile(a, e, tile_r0, tile_end);
+  if (a.groups_settled) {
+    n_groups = __ldcg(a.n_groups);                // pdl-pre-wait: settled grouping
+    e_first = __ldcg(a.group_expert + y);         // pdl-pre-wait: settled grouping
+    if constexpr (kRangeAhead) {
+      first0 = __ldcg(a.group_start + y);         // pdl-pre-wait: settled grouping
+      last0 = __ldcg(a.group_start + y + 1);      // pdl-pre-wait: settled grouping
+    }
+    if (y < n_groups) {
+      if constexpr (kStaged) {
+        wofs = stage_tile(a, e_first, tile_r0, tile_end, mine, stage);
+      } else {
+        prefetch_tile(a, e_first, tile_r0, tile_end);
+      }
     }
   }
   uint32_t* grid = reinterpret_cast<uint32_t*>(smem);
@@ -551,11 +568,15 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps, kStaged>())
     }
   }
   grouped_launch_wait(a);
-  const int n_groups = *a.n_groups;
-  // Read beside n_groups rather than after it: block row y < gridDim.y lies inside the grouping's
-  // arrays (the host sizes the grid by them), and the value is used only when y < n_groups.
-  const int e_first = a.group_expert[blockIdx.y];
-  if (static_cast<int>(blockIdx.y) >= n_groups) {  // CTA-uniform
+  if (!a.groups_settled) {
+    n_groups = *a.n_groups;
+    e_first = a.group_expert[y];
+    if constexpr (kRangeAhead) {
+      first0 = a.group_start[y];
+      last0 = a.group_start[y + 1];
+    }
+  }
+  if (y >= n_groups) {  // CTA-uniform
     if constexpr (kStaged) cp_async_wait<0>();  // no copy left in flight into an exiting CTA's shared memory
     if (tail.tile_count != nullptr) combine_tile_if_last(tail, tile_r0, tile_end);
     return;
@@ -568,9 +589,9 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps, kStaged>())
   const int iters = units / G;  // per lane and row, warp-uniform
 
   for (int grp = blockIdx.y; grp < n_groups; grp += gridDim.y) {
-    const int e = grp == static_cast<int>(blockIdx.y) ? e_first : a.group_expert[grp];
+    const int e = grp == y ? e_first : a.group_expert[grp];
     if constexpr (kStaged) {
-      if (grp != static_cast<int>(blockIdx.y)) {
+      if (grp != y) {
         __syncthreads();  // every warp is done with the previous group's tile
         wofs = stage_tile(a, e, tile_r0, tile_end, mine, stage);
       } else if (wofs < 0) {
@@ -578,7 +599,8 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<T, kWarps, kStaged>())
       }
     }
     const uint8_t* wrow = kStaged ? stage + wofs : weight_row(a, e, mine);
-    const int first = a.group_start[grp], last = a.group_start[grp + 1];
+    const bool ahead = kRangeAhead && grp == y;
+    const int first = ahead ? first0 : a.group_start[grp], last = ahead ? last0 : a.group_start[grp + 1];
     for (int b0 = first; b0 < last; b0 += kNB) {
       const int nb = last - b0 < kNB ? last - b0 : kNB;
       __syncthreads();  // the previous batch's activations are no longer read (and the grid is in)

@@ -539,6 +539,13 @@ Status launch_gate_up(const std::string& where, const MlpCall& c, const ExpertWe
   a.act = q8_in ? static_cast<const uint8_t*>(u.q8) : reinterpret_cast<const uint8_t*>(u.f32);
   a.act_stride = q8_in ? u.q8_stride : u.f32_stride * static_cast<int64_t>(sizeof(float));
   a.act_row = c.g.entry_row;
+  if (c.T == 1) {
+    // One window row: every entry's activations are row 0, so the kernels take it directly
+    // instead of reading entry_row, a dependent round trip after the grouping's on the path of
+    // every gate/up CTA.
+    a.act_row = nullptr;
+    a.act_stride = 0;
+  }
   a.out = reinterpret_cast<float*>(c.base + c.l.gate_up);
   a.out_stride = 2 * w.n_ff;
   // At T = 1 launch_down's kernel reads the grouping before its wait (GroupedArgs). H200,
