@@ -16,6 +16,19 @@ constexpr int kWeightsPerVec = WT == quant::Type::F32 ? 4 : 8;  // weights per 1
 template <quant::Type WT>
 constexpr int kWeightBytes = WT == quant::Type::F32 ? 4 : 2;
 
+// f[0], f[1] = the two 16-bit weights (F16 or BF16) packed in u, in memory order.
+template <quant::Type WT>
+__device__ __forceinline__ void weight_pair_floats(const uint32_t u, float* f) {
+  static_assert(WT == quant::Type::F16 || WT == quant::Type::BF16, "a 16-bit float weight type");
+  if constexpr (WT == quant::Type::F16) {
+    f[0] = __half2float(__ushort_as_half(static_cast<unsigned short>(u & 0xFFFFu)));
+    f[1] = __half2float(__ushort_as_half(static_cast<unsigned short>(u >> 16)));
+  } else {
+    f[0] = __uint_as_float(u << 16);
+    f[1] = __uint_as_float(u & 0xFFFF0000u);
+  }
+}
+
 // f[0 .. kWeightsPerVec<WT>) = the weights packed in w, in memory order.
 template <quant::Type WT>
 __device__ __forceinline__ void weight_floats(const uint4 w, float* f) {
@@ -28,15 +41,7 @@ __device__ __forceinline__ void weight_floats(const uint4 w, float* f) {
   } else {
     const uint32_t u[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if constexpr (WT == quant::Type::F16) {
-        f[2 * i] = __half2float(__ushort_as_half(static_cast<unsigned short>(u[i] & 0xFFFFu)));
-        f[2 * i + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(u[i] >> 16)));
-      } else {
-        f[2 * i] = __uint_as_float(u[i] << 16);
-        f[2 * i + 1] = __uint_as_float(u[i] & 0xFFFF0000u);
-      }
-    }
+    for (int i = 0; i < 4; ++i) weight_pair_floats<WT>(u[i], f + 2 * i);
   }
 }
 

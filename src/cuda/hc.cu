@@ -16,6 +16,7 @@
 #include "float_weights.cuh"
 #include "launch.cuh"
 #include "q8_1.cuh"
+#include "strata/cuda/switches.h"
 
 namespace strata::cuda {
 namespace {
@@ -514,6 +515,31 @@ struct HcPostParams {
   int64_t q8_stride;
 };
 
+// Rank 0 of an hc_post cluster, once every stream's sigmoid(g) * xn is in prod_all: u of block
+// blk (the streams summed in order, divided by S) and its q8_1 block.
+[[maybe_unused]] __device__ __forceinline__ void post_finish(
+    const HcPostParams& p, int blk, const float (&prod_all)[kMaxClusterStreams][kMaxWindowRows * kPostCols],
+    float (&ublk)[kMaxWindowRows][kPostCols]) {
+  const int t = threadIdx.x / kPostCols, j = threadIdx.x % kPostCols;  // 256 threads = 8 rows of 32
+  if (t < p.T) {
+    float sum = 0.0f;
+    for (int k = 0; k < p.S; ++k) sum = __fadd_rn(sum, prod_all[k][t * kPostCols + j]);
+    const float uv = sum / static_cast<float>(p.S);
+    p.u[static_cast<int64_t>(t) * p.H + blk * kPostCols + j] = uv;
+    ublk[t][j] = uv;
+  }
+  if (p.u_q8 != nullptr) {
+    __syncthreads();
+    // Warps 0 and 1: eight lanes per row t, four values each, as quantize_q8_1_kernel.
+    if (threadIdx.x < kMaxWindowRows * 8) {
+      const int qt = threadIdx.x / 8, part = threadIdx.x % 8;
+      const bool live = qt < p.T;
+      const float4 v = live ? *reinterpret_cast<const float4*>(&ublk[qt][part * 4]) : make_float4(0.f, 0.f, 0.f, 0.f);
+      quantize_q8_1_quad(v, live, p.u_q8 + qt * p.q8_stride, blk, part);
+    }
+  }
+}
+
 template <quant::Type WT>
 __device__ __forceinline__ void load_post_batch(uint4 (&w)[kPostBatch], const uint8_t* row, int base, int nvec) {
 #pragma unroll
@@ -658,26 +684,152 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(const HcPostParam
   if (sid != 0) return;
   cluster_push_wait(&prod_bar);  // the other streams' products are in
   __syncthreads();               // and this stream's, stored by other threads of the CTA
-  {
-    const int t = threadIdx.x / kPostCols, j = threadIdx.x % kPostCols;  // 256 threads = 8 rows of 32
-    if (t < p.T) {
-      float sum = 0.0f;
-      for (int k = 0; k < p.S; ++k) sum = __fadd_rn(sum, prod_all[k][t * kPostCols + j]);
-      const float uv = sum / static_cast<float>(p.S);
-      p.u[static_cast<int64_t>(t) * p.H + blk * kPostCols + j] = uv;
-      ublk[t][j] = uv;
+  post_finish(p, blk, prod_all, ublk);
+#endif
+}
+
+// ---- hc_post with a warp's rows blocked in each lane (windows of 2 to 4 rows) --------------------
+//
+// hc_post_kernel gives each thread one row of up, 8 lanes splitting its K, so every value of r a
+// lane reads feeds that one row: at T = 4, 40 shared-memory loads of 16 bytes a lane, and its dot
+// loop waits on the L1 / shared return path (one register a lane per cycle), which the 4 x 160
+// FMAs a lane do not fill. Here warp w takes the block's rows 4w .. 4w + 3 (the CTA's 32, as
+// there) and its 32 lanes split K, rank / 32 values each (10 at rank 320), so each value of r a
+// lane reads serves 4 rows: at rank 320 and T = 4 a lane loads 5 x 4 8-byte pairs of r (the staged
+// rows, [t][k]: lanes 10 words apart, conflict-free) and its weights as 5 32-bit words a row. The
+// lanes' 4 x T sums are reduced by a transposing butterfly (warp_fold_sums: 16 shuffles at T = 4
+// where one warp_sum each would take 80), and lane 32 / (4 T) * i ends with sum i, the product of
+// its row and window row. The rest, the streams' products into rank 0 and u with its q8_1 block,
+// is hc_post_kernel's.
+[[maybe_unused]] constexpr int kBlockedRows = 4;  // rows of up a warp takes (a lane holds all four)
+constexpr int kBlockedMaxWords = 8;  // 32-bit words of one row a lane holds: rank <= 512
+
+// Sums v[i] over the warp's lanes for all kN values at once (kN a power of 2, at most 32): each
+// step exchanges half of the values still held with the lane `o` apart and keeps the other
+// half, so after log2(kN) steps a lane holds one value's partial sum, which the remaining steps
+// sum over the lanes that hold the same value. Returns the total of value lane >> (5 - log2 kN)
+// (held by 32 / kN lanes); the order of the additions depends only on the lane, as warp_sum's.
+template <int kN, int kO = 16>
+__device__ __forceinline__ float warp_fold_sums(float (&v)[kN], int lane) {
+  static_assert(kN >= 1 && kN <= 32 && (kN & (kN - 1)) == 0, "a power of 2 up to 32 values");
+  if constexpr (kN == 1) {
+    float s = v[0];
+#pragma unroll
+    for (int o = kO; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    return s;
+  } else {
+    const bool upper = (lane & kO) != 0;
+    float h[kN / 2];
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) {
+      const float send = upper ? v[i] : v[i + kN / 2];
+      const float keep = upper ? v[i + kN / 2] : v[i];
+      h[i] = keep + __shfl_xor_sync(0xffffffffu, send, kO);
     }
-    if (p.u_q8 != nullptr) {
-      __syncthreads();
-      // Warps 0 and 1: eight lanes per row t, four values each, as quantize_q8_1_kernel.
-      if (threadIdx.x < kMaxWindowRows * 8) {
-        const int qt = threadIdx.x / 8, part = threadIdx.x % 8;
-        const bool live = qt < p.T;
-        const float4 v = live ? *reinterpret_cast<const float4*>(&ublk[qt][part * 4]) : make_float4(0.f, 0.f, 0.f, 0.f);
-        quantize_q8_1_quad(v, live, p.u_q8 + qt * p.q8_stride, blk, part);
+    return warp_fold_sums<kN / 2, kO / 2>(h, lane);
+  }
+}
+
+template <quant::Type WT, int kT>
+__global__ void __launch_bounds__(kPostThreads) hc_post_blocked_kernel(const HcPostParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // thread-block clusters need sm_90; hc_fused_supported() keeps older devices off this path
+#else
+  static_assert(kPostThreads / 32 * kBlockedRows == kPostCols, "the CTA's warps cover its block's rows");
+  constexpr int kN = kBlockedRows * kT;         // sums a lane holds: [row][t]
+  constexpr int kLanesPerSum = 32 / kN;         // lanes holding each total after warp_fold_sums
+  static_assert(kN <= 32, "at most 32 sums a lane");
+  __shared__ float prod_all[kMaxClusterStreams][kMaxWindowRows * kPostCols];  // rank 0's: stream k's sigmoid(g) * xn
+  __shared__ __align__(16) float ublk[kMaxWindowRows][kPostCols];
+  __shared__ uint64_t prod_bar;  // rank 0's: counts the bytes pushed into prod_all
+  extern __shared__ float4 rs4[];  // [kT][rank]: r, rows past p.T zero
+  const float* rs = reinterpret_cast<const float*>(rs4);
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int sid = static_cast<int>(cluster.block_rank());
+  if (sid == 0 && threadIdx.x == 0) cluster_push_init(&prod_bar, (p.S - 1) * p.T * kPostCols * sizeof(float));
+  cluster_arrive_relaxed();  // phase 1
+  const int blk = static_cast<int>(blockIdx.x) / p.S;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int words = p.rank / 64;  // 32-bit words (two weights) of a row a lane holds
+  const int64_t wide = static_cast<int64_t>(p.S) * p.H;
+  const int64_t first_row = static_cast<int64_t>(sid) * p.H + static_cast<int64_t>(blk) * kPostCols;
+  const int c0 = warp * kBlockedRows;  // the warp's first row of the block
+  // The sum this lane ends with (warp_fold_sums): row c0 + mine / kT, window row mine % kT.
+  const int mine = lane / kLanesPerSum, my_c = c0 + mine / kT, my_t = mine % kT;
+  const bool pushes = lane % kLanesPerSum == 0 && my_t < p.T;
+  const int64_t my_col = first_row + my_c;  // its column of the wide row
+
+  pdl_launch_dependents();
+  uint32_t w[kBlockedRows][kBlockedMaxWords];
+#pragma unroll
+  for (int r = 0; r < kBlockedRows; ++r) {
+    const auto* row = reinterpret_cast<const uint32_t*>(p.up + (first_row + c0 + r) * p.row_bytes) + lane * words;
+#pragma unroll
+    for (int i = 0; i < kBlockedMaxWords; ++i) w[r][i] = i < words ? __ldcs(row + i) : 0u;  // pdl-pre-wait: weights
+  }
+  const float nw = pushes ? __ldg(p.norm + my_col) : 0.0f;  // pdl-pre-wait: weight
+  pdl_wait();
+  // xn's operands, requested now so that they arrive during the dots.
+  const float xv = pushes ? __ldcg(p.x + my_t * wide + my_col) : 0.0f;
+  const float ir = pushes ? __ldcg(p.inv_rms + my_t * p.S + sid) : 0.0f;
+
+  // r (p.T rows of rank, written by hc_pre) into shared memory, zeros past p.T: every load of a
+  // thread issued before any store.
+  {
+    const int quads = p.rank / 4, n = kT * quads;
+    const auto* r4 = reinterpret_cast<const float4*>(p.r);
+    for (int base = threadIdx.x; base < n; base += kPostThreads * 4) {
+      float4 v[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int q = base + j * kPostThreads;
+        v[j] = q < n && q / quads < p.T ? __ldcg(r4 + q) : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int q = base + j * kPostThreads;
+        if (q < n) rs4[q] = v[j];
+      }
+    }
+    __syncthreads();
+  }
+
+  float acc[kN];
+#pragma unroll
+  for (int i = 0; i < kN; ++i) acc[i] = 0.0f;
+  const int k0 = lane * 2 * words;  // this lane's first k
+#pragma unroll
+  for (int i = 0; i < kBlockedMaxWords; ++i) {
+    if (i >= words) break;
+    float2 rv[kT];
+#pragma unroll
+    for (int t = 0; t < kT; ++t) rv[t] = *reinterpret_cast<const float2*>(rs + t * p.rank + k0 + 2 * i);
+#pragma unroll
+    for (int r = 0; r < kBlockedRows; ++r) {
+      float wf[2];
+      weight_pair_floats<WT>(w[r][i], wf);
+#pragma unroll
+      for (int t = 0; t < kT; ++t) {
+        acc[r * kT + t] = fmaf(wf[0], rv[t].x, acc[r * kT + t]);
+        acc[r * kT + t] = fmaf(wf[1], rv[t].y, acc[r * kT + t]);
       }
     }
   }
+  const float g = warp_fold_sums<kN>(acc, lane);
+  cluster_wait_acquire();  // phase 1: every CTA of the cluster has started
+  if (pushes) {
+    const float xn = __fmul_rn(__fmul_rn(xv, ir), nw);
+    const float v = __fmul_rn(sigmoid_f(g), xn);
+    if (sid == 0) {
+      prod_all[0][my_t * kPostCols + my_c] = v;
+    } else {
+      cluster_push(cluster_rank_addr(&prod_all[sid][my_t * kPostCols + my_c], 0), v, cluster_rank_addr(&prod_bar, 0));
+    }
+  }
+  if (sid != 0) return;
+  cluster_push_wait(&prod_bar);  // the other streams' products are in
+  __syncthreads();               // and this stream's, stored by other threads of the CTA
+  post_finish(p, blk, prod_all, ublk);
 #endif
 }
 
@@ -780,10 +932,27 @@ cudaError_t launch_pre(const HcPreParams& p, Stream stream) {
   return launch_pre_t<WT, kMaxWindowRows>(p, stream);
 }
 
+// Whether hc_post_blocked_kernel takes a window of T rows with these weights: 2 to 4 rows
+// (STRATA_HC_POST_BLOCKED; at 8 its 32 sums a lane would need 128 registers, two CTAs an SM),
+// 16-bit weights, and a rank that gives every lane whole 32-bit words of a row, at most
+// kBlockedMaxWords.
+bool takes_blocked(const HcPostParams& p, quant::Type type) {
+  return switches().hc_post_blocked && p.T > 1 && p.T <= 4 && type != quant::Type::F32 && p.rank % 64 == 0 &&
+         p.rank / 64 <= kBlockedMaxWords;
+}
+
 template <quant::Type WT>
 cudaError_t launch_post(const HcPostParams& p, unsigned blocks, Stream stream) {
   const dim3 grid(blocks * static_cast<unsigned>(p.S)), block(kPostThreads);
   const unsigned cluster = static_cast<unsigned>(p.S);
+  if constexpr (WT != quant::Type::F32) {
+    if (takes_blocked(p, WT)) {
+      const size_t rows = p.T == 2 ? 2 : 4;  // the form's kT: r staged with zeros past p.T
+      const size_t smem = rows * static_cast<size_t>(p.rank) * sizeof(float);
+      if (p.T == 2) return launch_staged(hc_post_blocked_kernel<WT, 2>, grid, block, smem, cluster, stream, p);
+      return launch_staged(hc_post_blocked_kernel<WT, 4>, grid, block, smem, cluster, stream, p);
+    }
+  }
   // kStagedRows only: r as [rank][kT] floats, kT the form's row count (4 or kMaxWindowRows).
   // (r_slot permutes inside aligned groups of 8 float4s: whole groups are allocated.)
   const size_t groups = (static_cast<size_t>(p.rank) + 7) / 8;

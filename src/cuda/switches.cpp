@@ -51,6 +51,7 @@ Result<Switches> parse_switches(const std::function<const char*(const char*)>& l
     return Status::error("STRATA_DIRECT_WARPS: expected 5 or 8, got \"" + std::string(lookup("STRATA_DIRECT_WARPS")) +
                          "\"");
   s.direct_wide_t1 = warps->value_or(5) == 8;
+  STRATA_TRY(read_flag(lookup, "STRATA_HC_POST_BLOCKED", s.hc_post_blocked));
   auto splits = parse_env_int("STRATA_ATTN_SPLITS", lookup("STRATA_ATTN_SPLITS"), 1, kMaxAttnSplits);
   if (!splits) return splits.status();
   s.attn_splits = splits->value_or(0);

@@ -23,6 +23,7 @@ struct Switches {
   bool direct_stage = true;     // STRATA_DIRECT_STAGE=0: the direct experts' T = 1 CTAs read their weights from
                                 // global memory instead of a tile staged in shared memory
   bool mmvq_mma = true;         // STRATA_MMVQ_MMA=0: Q4_K / Q5_K / IQ4_XS mat-vecs never on mmvq_mma_kernel
+  bool hc_post_blocked = true;  // STRATA_HC_POST_BLOCKED=0: hc_post_kernel for windows of more than one row too
   int attn_splits = 0;          // STRATA_ATTN_SPLITS=1..512: split-K CTAs per kv head (0: the default)
   bool unfuse_gdn_norm = false; // STRATA_UNFUSE=gdn-norm[,gdn-gates,combine,shared-down]
   bool unfuse_gdn_gates = false;  // STRATA_UNFUSE=gdn-gates[,...]: GDN's beta|alpha mat-vec a launch of its own

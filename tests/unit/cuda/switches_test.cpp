@@ -26,6 +26,7 @@ TEST(CudaSwitches, UnsetAreTheDefaults) {
   EXPECT_FALSE(s->direct_wide_t1);
   EXPECT_TRUE(s->direct_stage);
   EXPECT_EQ(s->attn_splits, 0);
+  EXPECT_TRUE(s->hc_post_blocked);
   EXPECT_TRUE(s->mmvq_mma);
   EXPECT_FALSE(s->unfuse_gdn_norm);
   EXPECT_FALSE(s->unfuse_combine);
@@ -39,6 +40,7 @@ TEST(CudaSwitches, TheOtherArms) {
                   {"STRATA_DIRECT_WARPS", "8"},
                   {"STRATA_DIRECT_STAGE", "0"},
                   {"STRATA_ATTN_SPLITS", "256"},
+                  {"STRATA_HC_POST_BLOCKED", "0"},
                   {"STRATA_MMVQ_MMA", "0"},
                   {"STRATA_UNFUSE", "combine,gdn-norm,shared-down,gdn-gates"}});
   ASSERT_TRUE(s.ok()) << s.error();
@@ -48,12 +50,14 @@ TEST(CudaSwitches, TheOtherArms) {
   EXPECT_TRUE(s->direct_wide_t1);
   EXPECT_FALSE(s->direct_stage);
   EXPECT_EQ(s->attn_splits, 256);
+  EXPECT_FALSE(s->hc_post_blocked);
   EXPECT_FALSE(s->mmvq_mma);
   EXPECT_TRUE(s->unfuse_gdn_norm);
   EXPECT_TRUE(s->unfuse_gdn_gates);
   EXPECT_TRUE(s->unfuse_combine);
   EXPECT_TRUE(s->unfuse_shared_down);
-  auto one = parse({{"STRATA_UNFUSE", "gdn-norm"}, {"STRATA_DIRECT_WARPS", "5"}, {"STRATA_PDL", "1"}});
+  auto one = parse({{"STRATA_UNFUSE", "gdn-norm"}, {"STRATA_DIRECT_WARPS", "5"}, {"STRATA_PDL", "1"},
+                    {"STRATA_HC_POST_BLOCKED", "1"}});
   ASSERT_TRUE(one.ok()) << one.error();
   EXPECT_TRUE(one->unfuse_gdn_norm);
   EXPECT_FALSE(one->unfuse_gdn_gates);
@@ -61,6 +65,7 @@ TEST(CudaSwitches, TheOtherArms) {
   EXPECT_FALSE(one->unfuse_shared_down);
   EXPECT_FALSE(one->direct_wide_t1);
   EXPECT_TRUE(one->pdl);
+  EXPECT_TRUE(one->hc_post_blocked);
 }
 
 TEST(CudaSwitches, RefusedValuesNameTheVariable) {
@@ -71,6 +76,7 @@ TEST(CudaSwitches, RefusedValuesNameTheVariable) {
       {{"STRATA_ATTN_SPLITS", "0"}},    {{"STRATA_ATTN_SPLITS", "513"}},
       {{"STRATA_MMVQ_MMA", "2"}},       {{"STRATA_MMVQ_MMA", "on"}},
       {{"STRATA_DIRECT_STAGE", "no"}},
+      {{"STRATA_HC_POST_BLOCKED", "2"}},
       {{"STRATA_UNFUSE", "gdn_norm"}},  {{"STRATA_UNFUSE", "combine,,gdn-norm"}},
       {{"STRATA_UNFUSE", "shared_down"}},
   };
