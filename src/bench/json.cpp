@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "strata/bench/report.h"
+#include "strata/bench/spec_json.h"
 
 namespace strata::bench {
 
@@ -25,18 +26,6 @@ json stages_json(const StageTimes& times) {
 json bytes_json(const ByteCounts& b) {
   return {{"dense", b.dense}, {"experts", b.experts}, {"embed", b.embed}, {"ngram", b.ngram},
           {"kv", b.kv},       {"state", b.state},     {"total", b.total()}};
-}
-
-// The counts of a run and their ratios (engine::SpecStats, as `strata run --ids-out`).
-json spec_counts_json(const engine::SpecStats& s) {
-  return {{"windows", s.windows},
-          {"drafted", s.drafted},
-          {"accepted", s.accepted},
-          {"acceptance_rate", s.acceptance_rate()},
-          {"accepted_per_window", s.accepted_per_window()},
-          {"tokens_per_window", s.tokens_per_window()},
-          {"mtp", {{"windows", s.mtp_windows}, {"drafted", s.mtp_drafted}, {"accepted", s.mtp_accepted}}},
-          {"lookup", {{"windows", s.lookup_windows}, {"drafted", s.lookup_drafted}, {"accepted", s.lookup_accepted}}}};
 }
 
 // How the windows were decided, and the headline run's counts and decode rate.
@@ -171,6 +160,17 @@ json cuda_json(const CudaSection& c) {
 }
 
 }  // namespace
+
+nlohmann::json spec_counts_json(const engine::SpecStats& s) {
+  return json{{"windows", s.windows},
+              {"drafted", s.drafted},
+              {"accepted", s.accepted},
+              {"acceptance_rate", s.acceptance_rate()},
+              {"accepted_per_window", s.accepted_per_window()},
+              {"tokens_per_window", s.tokens_per_window()},
+              {"mtp", {{"windows", s.mtp_windows}, {"drafted", s.mtp_drafted}, {"accepted", s.mtp_accepted}}},
+              {"lookup", {{"windows", s.lookup_windows}, {"drafted", s.lookup_drafted}, {"accepted", s.lookup_accepted}}}};
+}
 
 std::string to_json(const Report& rep, int indent) {
   json j;

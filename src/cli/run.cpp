@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "strata/bench/spec_json.h"
 #include "strata/engine/backend.h"
 #include "strata/engine/generate.h"
 #include "strata/engine/sampler.h"
@@ -141,19 +142,13 @@ class TokenSink {
 };
 
 nlohmann::json stats_json(const engine::SpecStats& s, const RunOptions& opt, const engine::Backend& backend) {
-  return {{"spec", opt.spec.max_drafts},
-          {"source", opt.spec_source},
-          {"min_p", opt.spec.min_p},
-          {"backend", backend.name()},
-          {"mtp_available", backend.has_mtp()},
-          {"windows", s.windows},
-          {"drafted", s.drafted},
-          {"accepted", s.accepted},
-          {"acceptance_rate", s.acceptance_rate()},
-          {"accepted_per_window", s.accepted_per_window()},
-          {"tokens_per_window", s.tokens_per_window()},
-          {"mtp", {{"windows", s.mtp_windows}, {"drafted", s.mtp_drafted}, {"accepted", s.mtp_accepted}}},
-          {"lookup", {{"windows", s.lookup_windows}, {"drafted", s.lookup_drafted}, {"accepted", s.lookup_accepted}}}};
+  nlohmann::json j = {{"spec", opt.spec.max_drafts},
+                      {"source", opt.spec_source},
+                      {"min_p", opt.spec.min_p},
+                      {"backend", backend.name()},
+                      {"mtp_available", backend.has_mtp()}};
+  j.update(bench::spec_counts_json(s));
+  return j;
 }
 
 Status write_ids_json(const std::string& path, const engine::GenerateResult& r, const RunOptions& opt,
